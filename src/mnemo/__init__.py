@@ -1,0 +1,3 @@
+"""mnemo: a memory server for AI agents."""
+
+__version__ = "0.1.0"

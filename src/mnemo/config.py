@@ -1,0 +1,42 @@
+"""Settings: environment variables with the prefix ``MNEMO_`` (or a ``.env`` file).
+
+Everything mnemo writes lives under one data directory, ``MNEMO_HOME``: stores in
+``stores/<name>/``, logs in ``logs/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROFILES = ("full",)
+
+
+def default_home() -> Path:
+    return Path(platformdirs.user_data_dir("mnemo", appauthor=False))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MNEMO_", env_file=".env", extra="ignore")
+
+    home: Path = Field(default_factory=default_home, description="Data directory for stores and logs.")
+    store: str = Field("default", description="The store that servers and commands use.")
+    profile: str = Field("full", description="The tool surface `mnemo serve` offers.")
+    log_level: str = Field("INFO", description="Level of the log file and of stderr.")
+    busy_timeout_s: float = Field(30.0, gt=0, description="How long a write waits for another writer.")
+    recency_half_life_days: float = Field(
+        30.0, gt=0, description="Age at which a memory's recency score has fallen to 0.5."
+    )
+    max_memories: int | None = Field(
+        None, ge=1, description="Quota of memories per store (active and archived); unlimited if unset."
+    )
+
+    def store_folder(self, name: str | None = None) -> Path:
+        return self.home / "stores" / (name or self.store)
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "logs" / "mnemo.log"

@@ -1,0 +1,79 @@
+"""The one error hierarchy of mnemo.
+
+Every failure a caller can act on is a ``MnemoError`` with a stable ``code``; profiles translate
+these, once each, into their spec's error shape. Storage adapters map driver errors onto it.
+
+    MnemoError
+    ├── InvalidInput        INVALID_INPUT       bad argument; nothing was changed
+    ├── NotFound            NOT_FOUND           no such memory
+    │   └── ScopeNotFound   SCOPE_NOT_FOUND     no memories carry that user or conversation id
+    ├── Duplicate           DUPLICATE           the same content is already stored
+    ├── Conflict            CONFLICT            the memory moved on since the caller read it
+    ├── Locked              LOCKED              the store stayed busy past the lock timeout
+    ├── PermissionDenied    PERMISSION_DENIED   the caller may not touch this memory
+    ├── TooComplex          QUERY_TOO_COMPLEX   a query with more filter values than allowed
+    ├── QuotaExceeded       QUOTA_EXCEEDED      the store holds its configured maximum
+    ├── CorruptedData       CORRUPTED_DATA      the store failed its integrity check
+    └── StorageError        STORAGE_ERROR       the store could not be read or written
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class MnemoError(Exception):
+    code: ClassVar[str] = "INTERNAL_ERROR"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details
+
+
+class InvalidInput(MnemoError):
+    code = "INVALID_INPUT"
+
+
+class NotFound(MnemoError):
+    code = "NOT_FOUND"
+
+
+class ScopeNotFound(NotFound):
+    code = "SCOPE_NOT_FOUND"
+
+
+class Duplicate(MnemoError):
+    code = "DUPLICATE"
+
+    def __init__(self, message: str, existing_id: str, **details: Any) -> None:
+        super().__init__(message, existing_memory_id=existing_id, **details)
+        self.existing_id = existing_id
+
+
+class Conflict(MnemoError):
+    code = "CONFLICT"
+
+
+class Locked(MnemoError):
+    code = "LOCKED"
+
+
+class PermissionDenied(MnemoError):
+    code = "PERMISSION_DENIED"
+
+
+class TooComplex(MnemoError):
+    code = "QUERY_TOO_COMPLEX"
+
+
+class QuotaExceeded(MnemoError):
+    code = "QUOTA_EXCEEDED"
+
+
+class CorruptedData(MnemoError):
+    code = "CORRUPTED_DATA"
+
+
+class StorageError(MnemoError):
+    code = "STORAGE_ERROR"

@@ -1,0 +1,50 @@
+"""One module per spec: each declares its tools, validates, calls the service, formats.
+
+A profile is a thin adapter. Its ``register`` adds the spec's tools to a server, and its
+``error_result`` turns a mnemo error (or a schema violation) into the spec's error shape;
+the server calls that once, for every tool, so no handler catches errors itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from mcp.server import MCPServer
+from mcp.types import CallToolResult
+from pydantic.json_schema import SkipJsonSchema
+
+from mnemo.errors import MnemoError
+from mnemo.service import MemoryService
+
+T = TypeVar("T")
+
+# ``X | Omitted`` is an optional argument whose schema shows only X (no ``null``): the specs
+# describe optional fields as absent, not as nullable.
+Omitted = SkipJsonSchema[None]
+
+
+async def run(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run one blocking service operation on a worker thread, off the event loop."""
+    return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    spec: str
+    instructions: str
+    register: Callable[[MCPServer, MemoryService], None]
+    error_result: Callable[[MnemoError], CallToolResult]
+
+
+def get_profile(name: str) -> Profile:
+    from mnemo.profiles import full
+
+    profiles = {p.name: p for p in (full.PROFILE,)}
+    if name not in profiles:
+        raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(profiles)}")
+    return profiles[name]

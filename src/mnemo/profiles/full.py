@@ -1,0 +1,672 @@
+"""Profile ``full``: spec 004, the memory system (store, recall, update, forget, list, stats).
+
+Inputs follow the spec's JSON Schemas (limits, enums, defaults); outputs are its objects plus
+``api_version``; errors are its common error object, returned as a tool error the model reads.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from mcp.server import MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from mnemo import errors, ranking
+from mnemo.clock import SystemClock
+from mnemo.model import (
+    MAX_CONTENT_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_REASON_CHARS,
+    MAX_REASON_DETAILS_CHARS,
+    MAX_RETENTION_DAYS,
+    MAX_TAGS,
+    Context,
+    Memory,
+    new_id,
+    to_iso,
+)
+from mnemo.profiles import Omitted, Profile, run
+from mnemo.query import Sort, SortField
+from mnemo.service import UNSET, DateRange, MemoryService, MemoryStats, TagEdit
+
+API_VERSION = "1.0.0"
+
+Category = Literal["fact", "preference", "instruction", "context", "relationship", "skill", "goal", "event", "custom"]
+AccessLevel = Literal["public", "private", "shared"]
+Unit = Annotated[float, Field(ge=0, le=1)]
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class StoreContext(_Input):
+    conversation_id: str | Omitted = Field(None, description="Unique identifier for the conversation")
+    user_id: str | Omitted = Field(None, description="User identifier")
+    session_id: str | Omitted = Field(None, description="Session identifier")
+    timestamp: datetime | Omitted = Field(None, description="ISO 8601 timestamp (auto-generated if not provided)")
+
+
+class StoreMetadata(_Input):
+    category: Category | Omitted = Field(None, description="Manual category override (auto-detected if not provided)")
+    tags: list[str] | Omitted = Field(None, description="User-defined tags", max_length=MAX_TAGS)
+    importance: Unit | Omitted = Field(None, description="Importance score (0-1, auto-calculated if not provided)")
+    access_level: AccessLevel = Field("private", description="Access control level")
+    expires_at: datetime | Omitted = Field(None, description="Optional expiration timestamp")
+
+
+class DateRangeInput(_Input):
+    start: datetime | Omitted = None
+    end: datetime | Omitted = None
+
+    def value(self) -> DateRange:
+        return DateRange(self.start, self.end)
+
+
+class RecallFilters(_Input):
+    categories: list[Category] | Omitted = Field(None, description="Filter by categories")
+    tags: list[str] | Omitted = Field(None, description="Filter by tags (OR operation)")
+    date_range: DateRangeInput | Omitted = None
+    min_importance: Unit | Omitted = None
+    user_id: str | Omitted = Field(None, description="Filter by user")
+    conversation_id: str | Omitted = Field(None, description="Filter by conversation")
+    access_level: list[AccessLevel] | Omitted = None
+
+
+class RankingWeights(_Input):
+    """Weights you leave out count as 0 once you give any; all four must sum to 1.0."""
+
+    semantic_similarity: Unit = 0.5
+    recency: Unit = 0.2
+    importance: Unit = 0.2
+    access_frequency: Unit = 0.1
+
+    def value(self) -> ranking.Weights:
+        given = {name: getattr(self, name) for name in self.model_fields_set}
+        return ranking.Weights(**{name: given.get(name, 0.0) for name in type(self).model_fields})
+
+
+class Ranking(_Input):
+    weights: RankingWeights | Omitted = Field(None, description="Weights for ranking factors (must sum to 1.0)")
+    recency_decay: Literal["linear", "exponential", "logarithmic"] = Field(
+        "exponential", description="Decay function for recency"
+    )
+
+
+class TagOperations(_Input):
+    add: list[str] | Omitted = None
+    remove: list[str] | Omitted = None
+    replace: list[str] | Omitted = None
+
+    def value(self) -> TagEdit:
+        replace = None if self.replace is None else tuple(self.replace)
+        return TagEdit(tuple(self.add or ()), tuple(self.remove or ()), replace)
+
+
+class Updates(_Input):
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"minProperties": 1})
+
+    content: Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS)] | Omitted = Field(
+        None, description="Updated content (will regenerate embeddings)"
+    )
+    category: Category | Omitted = None
+    tags: TagOperations | Omitted = None
+    importance: Unit | Omitted = None
+    access_level: AccessLevel | Omitted = None
+    expires_at: datetime | None = None
+
+
+class ImportanceRange(_Input):
+    min: Unit | Omitted = None
+    max: Unit | Omitted = None
+
+
+class ListFilters(_Input):
+    categories: list[Category] | Omitted = None
+    tags: list[str] | Omitted = None
+    date_range: DateRangeInput | Omitted = None
+    importance_range: ImportanceRange | Omitted = None
+    user_id: str | Omitted = None
+    conversation_id: str | Omitted = None
+    access_level: list[AccessLevel] | Omitted = None
+    status: list[Literal["active", "archived", "deleted"]] = ["active"]
+
+
+class ListSort(_Input):
+    field: Literal["created_at", "updated_at", "last_accessed", "importance", "access_count", "content_length"] = (
+        "created_at"
+    )
+    order: Literal["asc", "desc"] = "desc"
+
+
+class Pagination(_Input):
+    limit: Annotated[int, Field(ge=1, le=100)] = 20
+    offset: Annotated[int, Field(ge=0)] = 0
+    cursor: str | Omitted = Field(None, description="Cursor for cursor-based pagination (alternative to offset)")
+
+
+class TimeRange(_Input):
+    start: datetime | Omitted = None
+    end: datetime | Omitted = None
+
+
+Metric = Literal[
+    "count",
+    "storage_size",
+    "category_distribution",
+    "importance_distribution",
+    "access_patterns",
+    "growth_rate",
+    "recall_frequency",
+    "consolidation_rate",
+    "deletion_rate",
+    "health_score",
+]
+
+
+# -- outputs -------------------------------------------------------------------------------
+class _Output(BaseModel):
+    api_version: str = API_VERSION
+    success: bool = True
+
+
+def _absent_if_none(value: object) -> bool:
+    return value is None
+
+
+class ContextOut(BaseModel):
+    conversation_id: str | None = Field(None, exclude_if=_absent_if_none)
+    user_id: str | None = Field(None, exclude_if=_absent_if_none)
+    session_id: str | None = Field(None, exclude_if=_absent_if_none)
+
+
+def _context(memory: Memory) -> ContextOut:
+    c = memory.context
+    return ContextOut(conversation_id=c.conversation_id, user_id=c.user_id, session_id=c.session_id)
+
+
+class StoreMemoryResult(_Output):
+    memory_id: str
+    content: str
+    category: str
+    auto_tags: list[str]
+    importance: float
+    embeddings_generated: bool
+    created_at: str
+    links_created: int
+
+
+class ScoresOut(BaseModel):
+    semantic_similarity: float
+    recency: float
+    importance: float
+    access_frequency: float
+    combined: float
+
+
+class RecalledMemory(BaseModel):
+    memory_id: str
+    content: str
+    category: str | None
+    tags: list[str]
+    importance: float
+    created_at: str
+    last_accessed: str
+    access_count: int
+    scores: ScoresOut
+    context: ContextOut
+
+
+class RecallMemoriesResult(_Output):
+    query: str
+    total_results: int
+    returned_count: int
+    memories: list[RecalledMemory]
+    execution_time_ms: float
+
+
+class UpdateMemoryResult(_Output):
+    memory_id: str
+    version: int
+    updated_fields: list[str]
+    embeddings_regenerated: bool
+    previous_version_id: str | None
+    updated_at: str
+
+
+class ForgetMemoryResult(_Output):
+    memory_id: str
+    deletion_type: Literal["soft", "hard"]
+    deleted_at: str
+    recoverable_until: str | None
+    related_memories_affected: int
+    backup_id: str | None
+
+
+class MemoryStatsOut(BaseModel):
+    content_length: int
+    link_count: int
+    days_since_creation: int
+    days_since_access: int
+
+
+class ListedMemory(BaseModel):
+    memory_id: str
+    content: str | None = Field(None, exclude_if=_absent_if_none)
+    category: str | None
+    tags: list[str]
+    importance: float
+    created_at: str
+    updated_at: str
+    last_accessed: str
+    access_count: int
+    version: int
+    access_level: str
+    status: str
+    context: ContextOut
+    stats: MemoryStatsOut | None = Field(None, exclude_if=_absent_if_none)
+
+
+class PaginationOut(BaseModel):
+    has_more: bool
+    next_cursor: str | None
+    next_offset: int | None
+
+
+class ListMemoriesResult(_Output):
+    total_count: int
+    returned_count: int
+    memories: list[ListedMemory]
+    pagination: PaginationOut
+
+
+class TimeRangeOut(BaseModel):
+    start: str
+    end: str
+
+
+class MemoryStatsResult(_Output):
+    scope: str
+    scope_id: str | None
+    time_range: TimeRangeOut
+    statistics: dict[str, Any]
+    trends: dict[str, list[dict[str, Any]]] | None = Field(None, exclude_if=_absent_if_none)
+    generated_at: str
+
+
+def _stats_out(stats: MemoryStats | None) -> MemoryStatsOut | None:
+    if stats is None:
+        return None
+    return MemoryStatsOut(
+        content_length=stats.content_length,
+        link_count=stats.link_count,
+        days_since_creation=stats.days_since_creation,
+        days_since_access=stats.days_since_access,
+    )
+
+
+# -- errors --------------------------------------------------------------------------------
+_ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
+    (errors.InvalidInput, "INVALID_INPUT", 400),
+    (errors.ScopeNotFound, "SCOPE_NOT_FOUND", 404),
+    (errors.NotFound, "MEMORY_NOT_FOUND", 404),
+    (errors.Duplicate, "DUPLICATE_MEMORY", 409),
+    (errors.Conflict, "CONCURRENT_MODIFICATION", 409),
+    (errors.PermissionDenied, "UNAUTHORIZED", 403),
+    (errors.TooComplex, "QUERY_TOO_COMPLEX", 413),
+    (errors.Locked, "MEMORY_LOCKED", 423),
+    (errors.QuotaExceeded, "STORAGE_QUOTA_EXCEEDED", 507),
+    (errors.CorruptedData, "STORAGE_ERROR", 500),
+    (errors.StorageError, "STORAGE_ERROR", 500),
+]
+
+
+def error_result(error: errors.MnemoError) -> CallToolResult:
+    """Spec 004's common error object, as a tool error the model can read."""
+    code, status = next(((c, s) for kind, c, s in _ERRORS if isinstance(error, kind)), ("INTERNAL_ERROR", 500))
+    body = {
+        "api_version": API_VERSION,
+        "success": False,
+        "error": {
+            "code": code,
+            "message": error.message,
+            "status": status,
+            "details": error.details,
+            "timestamp": to_iso(SystemClock().now()),
+            "request_id": new_id(),
+        },
+    }
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], is_error=True)
+
+
+# -- tools ---------------------------------------------------------------------------------
+def register(server: MCPServer, service: MemoryService) -> None:
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Store memory", read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+            open_world_hint=False,
+        )
+    )  # fmt: skip
+    async def store_memory(
+        content: Annotated[
+            str, Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="The memory content to store")
+        ],
+        context: StoreContext | Omitted = Field(None, description="Contextual information about the memory"),
+        metadata: StoreMetadata | Omitted = Field(None, description="Additional metadata for the memory"),
+        related_memory_ids: list[str] | Omitted = Field(None, description="IDs of related memories to link"),
+    ) -> StoreMemoryResult:
+        """Store new information with automatic categorization, tagging, and metadata enrichment."""
+        ctx = context or StoreContext()
+        meta = metadata or StoreMetadata()
+        result = await run(
+            service.store,
+            content,
+            context=Context(ctx.user_id, ctx.conversation_id, ctx.session_id),
+            timestamp=ctx.timestamp,
+            category=meta.category,
+            tags=meta.tags or (),
+            importance=meta.importance,
+            access_level=meta.access_level,
+            expires_at=meta.expires_at,
+            related_memory_ids=related_memory_ids or (),
+        )
+        m = result.memory
+        return StoreMemoryResult(
+            memory_id=m.id,
+            content=m.content,
+            category=m.category or "custom",
+            auto_tags=result.auto_tags,
+            importance=m.importance,
+            embeddings_generated=False,
+            created_at=to_iso(m.created_at),
+            links_created=result.links_created,
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Recall memories", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+            open_world_hint=False,
+        )
+    )  # fmt: skip
+    async def recall_memories(
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Semantic search query")],
+        filters: RecallFilters | Omitted = Field(None, description="Filtering criteria"),
+        ranking: Ranking | Omitted = Field(None, description="Ranking configuration"),
+        limit: Annotated[int, Field(ge=1, le=100, description="Maximum number of results")] = 10,
+        offset: Annotated[int, Field(ge=0, description="Pagination offset")] = 0,
+        include_archived: Annotated[bool, Field(description="Include archived memories")] = False,
+    ) -> RecallMemoriesResult:
+        """Search across memories with multi-factor ranking based on relevance, recency, importance and use.
+
+        Each result carries its per-factor scores. Recall counts as an access of each returned memory.
+        """
+        f = filters or RecallFilters()
+        rank = ranking or Ranking()
+        result = await run(
+            service.recall,
+            query,
+            categories=f.categories,
+            tags=f.tags,
+            date_range=f.date_range.value() if f.date_range else DateRange(),
+            min_importance=f.min_importance,
+            user_id=f.user_id,
+            conversation_id=f.conversation_id,
+            access_levels=f.access_level,
+            weights=rank.weights.value() if rank.weights else _DEFAULT_WEIGHTS,
+            decay=_DECAYS[rank.recency_decay],
+            limit=limit,
+            offset=offset,
+            include_archived=include_archived,
+        )
+        return RecallMemoriesResult(
+            query=query,
+            total_results=result.total,
+            returned_count=len(result.hits),
+            memories=[
+                RecalledMemory(
+                    memory_id=h.memory.id,
+                    content=h.memory.content,
+                    category=h.memory.category,
+                    tags=list(h.memory.tags),
+                    importance=h.memory.importance,
+                    created_at=to_iso(h.memory.created_at),
+                    last_accessed=to_iso(h.memory.accessed_at),
+                    access_count=h.memory.access_count,
+                    scores=ScoresOut(
+                        semantic_similarity=round(h.scores.semantic_similarity, 4),
+                        recency=round(h.scores.recency, 4),
+                        importance=round(h.scores.importance, 4),
+                        access_frequency=round(h.scores.access_frequency, 4),
+                        combined=round(h.scores.combined, 4),
+                    ),
+                    context=_context(h.memory),
+                )
+                for h in result.hits
+            ],
+            execution_time_ms=round(result.execution_time_ms, 2),
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Update memory", read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+            open_world_hint=False,
+        )
+    )  # fmt: skip
+    async def update_memory(
+        memory_id: Annotated[str, Field(description="ID of the memory to update")],
+        updates: Annotated[Updates, Field(description="Fields to update")],
+        reason: Annotated[str, Field(max_length=MAX_REASON_CHARS, description="Reason for the update (audit trail)")]
+        | Omitted = None,
+        merge_strategy: Annotated[
+            Literal["replace", "append", "prepend"],
+            Field(description="How to merge content if both old and new exist"),
+        ] = "replace",
+        expected_version: Annotated[
+            int,
+            Field(
+                ge=1,
+                description="Optional: the version you read; if the memory has moved on since, the update is "
+                "refused with a 409 instead of overwriting someone else's change",
+            ),
+        ]
+        | Omitted = None,
+    ) -> UpdateMemoryResult:
+        """Modify existing memory content, metadata, or relationships with full version history tracking."""
+        tags = updates.tags
+        result = await run(
+            service.update,
+            memory_id,
+            content=updates.content,
+            category=updates.category,
+            tags=tags.value() if tags else None,
+            importance=updates.importance,
+            access_level=updates.access_level,
+            expires_at=updates.expires_at if "expires_at" in updates.model_fields_set else UNSET,
+            reason=reason,
+            merge_strategy=merge_strategy,
+            expected_version=expected_version,
+        )
+        return UpdateMemoryResult(
+            memory_id=result.memory.id,
+            version=result.memory.version,
+            updated_fields=result.updated_fields,
+            embeddings_regenerated=False,
+            previous_version_id=result.previous_version_id,
+            updated_at=to_iso(result.memory.updated_at),
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Forget memory", read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+            open_world_hint=False,
+        )
+    )  # fmt: skip
+    async def forget_memory(
+        memory_id: Annotated[str, Field(description="ID of the memory to forget")],
+        reason: Annotated[
+            Literal["user_request", "privacy", "outdated", "incorrect", "duplicate", "expired", "other"],
+            Field(description="Reason for forgetting"),
+        ] = "user_request",
+        reason_details: Annotated[
+            str, Field(max_length=MAX_REASON_DETAILS_CHARS, description="Additional details about the reason")
+        ]
+        | Omitted = None,
+        hard_delete: Annotated[bool, Field(description="Permanently delete (cannot be recovered)")] = False,
+        retention_period_days: Annotated[
+            int,
+            Field(
+                ge=0,
+                le=MAX_RETENTION_DAYS,
+                description="Days to retain before permanent deletion (only if hard_delete=false)",
+            ),
+        ] = 30,
+        cascade_related: Annotated[bool, Field(description="Also forget related memories")] = False,
+    ) -> ForgetMemoryResult:
+        """Soft delete a memory with reason tracking, allowing recovery until its retention ends.
+
+        hard_delete removes the content, its index entries and its saved versions for good.
+        """
+        result = await run(
+            service.forget,
+            memory_id,
+            reason=reason,
+            reason_details=reason_details,
+            hard_delete=hard_delete,
+            retention_period_days=retention_period_days,
+            cascade_related=cascade_related,
+        )
+        return ForgetMemoryResult(
+            memory_id=result.memory_id,
+            deletion_type=result.deletion_type,  # type: ignore[arg-type]
+            deleted_at=to_iso(result.deleted_at),
+            recoverable_until=to_iso(result.recoverable_until) if result.recoverable_until else None,
+            related_memories_affected=result.related_affected,
+            backup_id=result.backup_id,
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="List memories", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+            open_world_hint=False,
+        )
+    )  # fmt: skip
+    async def list_memories(
+        filters: ListFilters | Omitted = None,
+        sort: ListSort | Omitted = None,
+        pagination: Pagination | Omitted = None,
+        include_content: Annotated[
+            bool, Field(description="Include full content (false returns only metadata)")
+        ] = True,
+        include_stats: Annotated[bool, Field(description="Include statistics for each memory")] = False,
+    ) -> ListMemoriesResult:
+        """Browse memories with filtering, sorting, and offset or cursor pagination."""
+        f = filters or ListFilters()
+        s = sort or ListSort()
+        p = pagination or Pagination()
+        importance = f.importance_range or ImportanceRange()
+        page = await run(
+            service.list,
+            categories=f.categories,
+            tags=f.tags,
+            date_range=f.date_range.value() if f.date_range else DateRange(),
+            importance_min=importance.min,
+            importance_max=importance.max,
+            user_id=f.user_id,
+            conversation_id=f.conversation_id,
+            access_levels=f.access_level,
+            statuses=f.status,
+            sort=Sort(SortField(s.field), descending=s.order == "desc"),
+            limit=p.limit,
+            offset=p.offset,
+            cursor=p.cursor,
+            include_stats=include_stats,
+        )
+        return ListMemoriesResult(
+            total_count=page.total,
+            returned_count=len(page.memories),
+            memories=[
+                ListedMemory(
+                    memory_id=m.id,
+                    content=m.content if include_content else None,
+                    category=m.category,
+                    tags=list(m.tags),
+                    importance=m.importance,
+                    created_at=to_iso(m.created_at),
+                    updated_at=to_iso(m.updated_at),
+                    last_accessed=to_iso(m.accessed_at),
+                    access_count=m.access_count,
+                    version=m.version,
+                    access_level=m.access_level.value,
+                    status="deleted" if m.status == "forgotten" else m.status.value,
+                    context=_context(m),
+                    stats=_stats_out(page.stats.get(m.id)),
+                )
+                for m in page.memories
+            ],
+            pagination=PaginationOut(
+                has_more=page.has_more, next_cursor=page.next_cursor, next_offset=page.next_offset
+            ),
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Memory statistics", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+            open_world_hint=False,
+        )
+    )  # fmt: skip
+    async def get_memory_stats(
+        scope: Annotated[
+            Literal["global", "user", "conversation", "category"], Field(description="Scope of statistics")
+        ] = "user",
+        scope_id: Annotated[str, Field(description="ID for the scope (user_id, conversation_id, etc.)")]
+        | Omitted = None,
+        time_range: TimeRange | Omitted = None,
+        metrics: Annotated[list[Metric], Field(description="Specific metrics to retrieve (all if not specified)")]
+        | Omitted = None,
+        include_trends: Annotated[bool, Field(description="Include trend analysis over time")] = False,
+        granularity: Annotated[
+            Literal["hour", "day", "week", "month"], Field(description="Time granularity for trends")
+        ] = "day",
+    ) -> MemoryStatsResult:
+        """Retrieve usage metrics, health indicators, and analytics about the memory system."""
+        window = time_range or TimeRange()
+        report = await run(
+            service.stats,
+            scope=scope,
+            scope_id=scope_id,
+            time_range=DateRange(window.start, window.end),
+            metrics=metrics,
+            include_trends=include_trends,
+            granularity=granularity,
+        )
+        return MemoryStatsResult(
+            scope=report.scope,
+            scope_id=report.scope_id,
+            time_range=TimeRangeOut(start=to_iso(report.start), end=to_iso(report.end)),
+            statistics=report.statistics,
+            trends=report.trends,
+            generated_at=to_iso(report.generated_at),
+        )
+
+
+_DEFAULT_WEIGHTS = ranking.Weights()
+_DECAYS = {d.value: d for d in ranking.Decay}
+
+INSTRUCTIONS = """\
+mnemo keeps memories across sessions. Store one clear, standalone fact, preference, instruction or
+lesson per memory with store_memory (give user_id/conversation_id in context when you know them).
+Before answering anything that depends on what you were told earlier, call recall_memories with a
+natural-language query. Use update_memory when a fact changes (give a reason), forget_memory when
+it is wrong or the user asks you to forget it, list_memories to browse and get_memory_stats for an
+overview. Errors come back as JSON with success=false and an error.code you can act on."""
+
+PROFILE = Profile(
+    name="full",
+    spec="004-memory-system.md",
+    instructions=INSTRUCTIONS,
+    register=register,
+    error_result=error_result,
+)

@@ -1,0 +1,63 @@
+"""The vocabulary the service uses to ask storage for memories: filters, sorting, paging."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from mnemo.model import Status
+
+
+class SortField(StrEnum):
+    CREATED_AT = "created_at"
+    UPDATED_AT = "updated_at"
+    ACCESSED_AT = "last_accessed"
+    IMPORTANCE = "importance"
+    ACCESS_COUNT = "access_count"
+    CONTENT_LENGTH = "content_length"
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Conditions that all hold (AND); a field left ``None`` does not filter.
+
+    ``now`` is when expiry is judged: memories whose ``expires_at`` has passed are left out
+    unless ``include_expired``.
+    """
+
+    now: datetime
+    statuses: tuple[Status, ...] | None = (Status.ACTIVE,)
+    ids: tuple[str, ...] | None = None
+    categories: tuple[str, ...] | None = None
+    tags_any: tuple[str, ...] | None = None
+    tags_all: tuple[str, ...] | None = None
+    types: tuple[str, ...] | None = None
+    user_id: str | None = None
+    conversation_id: str | None = None
+    access_levels: tuple[str, ...] | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    importance_min: float | None = None
+    importance_max: float | None = None
+    include_expired: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Sort:
+    field: SortField = SortField.CREATED_AT
+    descending: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a keyset page ends: the sort value and row key of its last memory."""
+
+    value: str | float | int
+    key: int
+
+
+@dataclass(frozen=True, slots=True)
+class TextHit:
+    memory_id: str
+    score: float  # BM25, higher is better

@@ -1,0 +1,103 @@
+"""The MCP server: one profile's tools over one service, on stdio.
+
+This is the composition root of a served mnemo: settings → storage → service → profile → server.
+Nothing here is a module-level singleton, so a test builds a whole server around a temporary store.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import sys
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError
+
+from mnemo import __version__
+from mnemo.config import Settings
+from mnemo.errors import InvalidInput, MnemoError, StorageError
+from mnemo.profiles import Profile, get_profile
+from mnemo.service import MemoryService
+from mnemo.storage.sqlite import SQLiteStorage
+
+log = logging.getLogger("mnemo")
+
+
+def _describe(error: ValidationError) -> InvalidInput:
+    problems = [
+        {"field": ".".join(str(part) for part in e["loc"]) or "arguments", "message": e["msg"]} for e in error.errors()
+    ]
+    summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+    return InvalidInput(f"invalid input: {summary}", errors=problems)
+
+
+class ProfileServer(MCPServer):
+    """An MCPServer whose every tool failure is answered in its profile's error shape."""
+
+    def __init__(self, profile: Profile, service: MemoryService, **kwargs: Any) -> None:
+        super().__init__(f"mnemo-{profile.name}", instructions=profile.instructions, version=__version__, **kwargs)
+        self.profile = profile
+        self.service = service
+        profile.register(self, service)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                return self.profile.error_result(_describe(cause))
+            if isinstance(cause, MnemoError):
+                log.info("tool %s failed: %s %s", name, cause.code, cause.message)
+                return self.profile.error_result(cause)
+            if cause is None:  # the SDK's own refusal, e.g. an unknown tool name
+                return self.profile.error_result(InvalidInput(str(exc)))
+            log.exception("tool %s crashed", name, exc_info=cause)
+            return self.profile.error_result(MnemoError(f"internal error in {name}; see the server log"))
+
+
+def open_service(settings: Settings, store: str | None = None, actor: str = "mnemo") -> MemoryService:
+    storage = SQLiteStorage(settings.store_folder(store), store or settings.store, settings.busy_timeout_s)
+    return MemoryService(
+        storage,
+        recency_half_life_days=settings.recency_half_life_days,
+        max_memories=settings.max_memories,
+        actor=actor,
+    )
+
+
+def build_server(settings: Settings, profile: str | None = None, store: str | None = None) -> ProfileServer:
+    chosen = get_profile(profile or settings.profile)
+    return ProfileServer(chosen, open_service(settings, store, actor=f"mcp:{chosen.name}"))
+
+
+def configure_logging(settings: Settings) -> None:
+    """Logs go to stderr and a rotating file in the data dir; stdout belongs to the protocol."""
+    settings.log_file.parent.mkdir(parents=True, exist_ok=True)
+    formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    to_file = logging.handlers.RotatingFileHandler(settings.log_file, maxBytes=10_000_000, backupCount=5)
+    to_stderr = logging.StreamHandler(sys.stderr)
+    root = logging.getLogger()
+    for handler in (to_file, to_stderr):
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+    root.setLevel(settings.log_level.upper())
+
+
+def serve(settings: Settings, profile: str | None = None, store: str | None = None) -> None:
+    configure_logging(settings)
+    server = build_server(settings, profile, store)
+    log.info("mnemo %s serving profile %s on stdio, store %s", __version__, server.profile.name, server.service.storage)
+    try:
+        server.run()
+    except StorageError:
+        log.exception("store failed")
+        raise
+    finally:
+        server.service.storage.close()

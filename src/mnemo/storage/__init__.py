@@ -1,0 +1,89 @@
+"""Storage backends behind one small, driver-free Protocol.
+
+No connections, cursors or sessions cross this boundary: only ``mnemo.model`` and
+``mnemo.query`` values. Every method is one atomic operation; a write that finds a memory at
+another version than the one it was computed from raises ``Conflict`` and changes nothing, and an
+insert with ``unique_content`` that finds the same content (same signature and user) already
+stored raises ``Duplicate`` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from mnemo.model import Backup, Change, Memory
+from mnemo.query import Filters, Position, Sort, TextHit
+
+
+class GroupKey(StrEnum):
+    STATUS = "status"
+    CATEGORY = "category"
+    TYPE = "type"
+    IMPORTANCE_BAND = "importance_band"
+
+
+class Granularity(StrEnum):
+    HOUR = "hour"
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    count: int
+    content_bytes: int
+    access_total: int
+    accessed_count: int
+    max_access: int
+
+
+@dataclass(frozen=True, slots=True)
+class EventPattern:
+    """When events of one kind happened: how many, per hour of day (0-23) and weekday (0=Mon)."""
+
+    total: int
+    by_hour: dict[int, int]
+    by_weekday: dict[int, int]
+
+
+class Storage(Protocol):
+    name: str
+
+    def close(self) -> None: ...
+
+    # -- single memories ---------------------------------------------------------------
+    def insert(
+        self, memory: Memory, change: Change, link_to: Sequence[str] = (), unique_content: bool = False
+    ) -> None: ...
+    def get(self, memory_id: str) -> Memory | None: ...
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]: ...
+    def save(self, changes: Sequence[tuple[Memory, Change]], backups: Sequence[Backup] = ()) -> None: ...
+    def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None: ...
+    def purge_due(self, now: datetime) -> int: ...
+    def linked_ids(self, memory_id: str) -> list[str]: ...
+    def link_counts(self, memory_ids: Sequence[str]) -> dict[str, int]: ...
+    def history(self, memory_id: str) -> list[Change]: ...
+    def backup(self, backup_id: str) -> Backup | None: ...
+
+    # -- finding -----------------------------------------------------------------------
+    def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]: ...
+    def count_text(self, terms: Sequence[str], filters: Filters) -> int: ...
+    def list(
+        self, filters: Filters, sort: Sort, limit: int, offset: int = 0, after: Position | None = None
+    ) -> list[tuple[Memory, Position]]: ...
+    def count(self, filters: Filters) -> int: ...
+    def record_recall(self, memory_ids: Sequence[str], at: datetime) -> None: ...
+
+    # -- statistics --------------------------------------------------------------------
+    def totals(self, filters: Filters) -> Totals: ...
+    def group_count(self, filters: Filters, key: GroupKey) -> dict[str, int]: ...
+    def duplicate_count(self, filters: Filters) -> int: ...
+    def created_histogram(self, filters: Filters, granularity: Granularity) -> list[tuple[str, int]]: ...
+    def event_pattern(self, kind: str, start: datetime, end: datetime) -> EventPattern: ...
+    def change_counts(self, start: datetime, end: datetime, memory_filters: Filters) -> dict[str, int]: ...
+    def size_bytes(self) -> int: ...

@@ -1,0 +1,581 @@
+"""The embedded backend: one SQLite database per store, in the store's folder.
+
+Concurrency policy: every thread gets its own connection (sqlite3 connections must stay on the
+thread that made them); WAL lets readers run beside one writer; every write is a
+``BEGIN IMMEDIATE`` transaction, so two processes never both read-then-upgrade and deadlock;
+``busy_timeout`` makes a writer wait for another instead of failing, and if the store stays
+busy past it the caller gets ``Locked``, never a raw "database is locked".
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mnemo.errors import Conflict, CorruptedData, Duplicate, Locked, MnemoError, StorageError
+from mnemo.model import (
+    IMPORTANCE_HIGH_MIN,
+    IMPORTANCE_MEDIUM_MIN,
+    AccessLevel,
+    Backup,
+    Change,
+    Context,
+    Memory,
+    Status,
+    from_iso,
+    to_iso,
+)
+from mnemo.query import Filters, Position, Sort, SortField, TextHit
+from mnemo.storage import EventPattern, Granularity, GroupKey, Totals
+from mnemo.storage.sqlite_schema import MIGRATIONS
+
+DB_FILENAME = "memory.db"
+_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+_CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+
+_COLUMNS = (
+    "id, path, content, content_length, signature, type, category, subject, tags, importance,"
+    " confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,"
+    " access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details,"
+    " forgotten_at, recoverable_until, created_at, updated_at, accessed_at, access_count, version"
+)
+_SELECT = f"SELECT m.rowid, {', '.join('m.' + c.strip() for c in _COLUMNS.split(','))} FROM memories m"
+
+_SORT_COLUMNS = {
+    SortField.CREATED_AT: "created_at",
+    SortField.UPDATED_AT: "updated_at",
+    SortField.ACCESSED_AT: "accessed_at",
+    SortField.IMPORTANCE: "importance",
+    SortField.ACCESS_COUNT: "access_count",
+    SortField.CONTENT_LENGTH: "content_length",
+}
+_GROUP_EXPR = {
+    GroupKey.STATUS: "m.status",
+    GroupKey.CATEGORY: "COALESCE(m.category, 'custom')",
+    GroupKey.TYPE: "m.type",
+    GroupKey.IMPORTANCE_BAND: (
+        f"CASE WHEN m.importance >= {IMPORTANCE_HIGH_MIN} THEN 'high'"
+        f" WHEN m.importance >= {IMPORTANCE_MEDIUM_MIN} THEN 'medium' ELSE 'low' END"
+    ),
+}
+_BUCKET_EXPR = {
+    Granularity.HOUR: "strftime('%Y-%m-%dT%H:00:00Z', m.created_at)",
+    Granularity.DAY: "date(m.created_at)",
+    Granularity.WEEK: "date(m.created_at, 'weekday 0', '-6 days')",
+    Granularity.MONTH: "strftime('%Y-%m-01', m.created_at)",
+}
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else to_iso(when)
+
+
+def _dt(text: str | None) -> datetime | None:
+    return None if text is None else from_iso(text)
+
+
+def _row_values(m: Memory) -> tuple[Any, ...]:
+    return (
+        m.id, m.path, m.content, m.content_length, m.signature, m.type, m.category, m.subject,
+        json.dumps(list(m.tags)), m.importance, m.confidence, m.agent_name, m.entry_number,
+        json.dumps(m.metadata), m.context.user_id, m.context.conversation_id, m.context.session_id,
+        m.access_level.value, m.owner, _iso(m.expires_at), m.status.value, m.archive_tier,
+        m.forget_reason, m.forget_details, _iso(m.forgotten_at), _iso(m.recoverable_until),
+        to_iso(m.created_at), to_iso(m.updated_at), to_iso(m.accessed_at), m.access_count, m.version,
+    )  # fmt: skip
+
+
+def _memory(row: sqlite3.Row | tuple[Any, ...], offset: int = 1) -> Memory:
+    """Build a Memory from a row laid out as ``_SELECT`` (rowid first, skipped by ``offset``)."""
+    (id_, path, content, _length, _signature, type_, category, subject, tags, importance, confidence,
+     agent_name, entry_number, metadata, user_id, conversation_id, session_id, access_level, owner,
+     expires_at, status, archive_tier, forget_reason, forget_details, forgotten_at,
+     recoverable_until, created_at, updated_at, accessed_at, access_count, version) = tuple(row)[offset:]  # fmt: skip
+    return Memory(
+        id=id_, path=path, content=content, type=type_, category=category, subject=subject,
+        tags=tuple(json.loads(tags)), importance=importance, confidence=confidence,
+        agent_name=agent_name, entry_number=entry_number, metadata=json.loads(metadata),
+        context=Context(user_id, conversation_id, session_id), access_level=AccessLevel(access_level),
+        owner=owner, expires_at=_dt(expires_at), status=Status(status), archive_tier=archive_tier,
+        forget_reason=forget_reason, forget_details=forget_details, forgotten_at=_dt(forgotten_at),
+        recoverable_until=_dt(recoverable_until), created_at=from_iso(created_at),
+        updated_at=from_iso(updated_at), accessed_at=from_iso(accessed_at),
+        access_count=access_count, version=version,
+    )  # fmt: skip
+
+
+def _snapshot(memory: Memory) -> str:
+    return json.dumps(dict(zip([c.strip() for c in _COLUMNS.split(",")], _row_values(memory), strict=True)))
+
+
+def _from_snapshot(text: str) -> Memory:
+    values = json.loads(text)
+    return _memory(tuple(values.values()), offset=0)
+
+
+def _where(f: Filters) -> tuple[str, list[Any]]:
+    """The SQL condition (over alias ``m``) for a Filters value, and its parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+
+    def among(column: str, values: Sequence[Any]) -> None:
+        clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
+        params.extend(values)
+
+    if f.statuses is not None:
+        among("m.status", [s.value for s in f.statuses])
+    if f.ids is not None:
+        among("m.id", f.ids)
+    if f.categories is not None:
+        among("COALESCE(m.category, 'custom')", f.categories)
+    if f.types is not None:
+        among("m.type", f.types)
+    if f.access_levels is not None:
+        among("m.access_level", f.access_levels)
+    for column, value in (("m.user_id", f.user_id), ("m.conversation_id", f.conversation_id)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    if f.created_from is not None:
+        clauses.append("m.created_at >= ?")
+        params.append(to_iso(f.created_from))
+    if f.created_to is not None:
+        clauses.append("m.created_at <= ?")
+        params.append(to_iso(f.created_to))
+    if f.importance_min is not None:
+        clauses.append("m.importance >= ?")
+        params.append(f.importance_min)
+    if f.importance_max is not None:
+        clauses.append("m.importance <= ?")
+        params.append(f.importance_max)
+    if f.tags_any:
+        marks = ", ".join("?" * len(f.tags_any))
+        clauses.append(f"m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag IN ({marks}))")
+        params.extend(f.tags_any)
+    for tag in f.tags_all or ():
+        clauses.append("m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag = ?)")
+        params.append(tag)
+    if not f.include_expired:
+        clauses.append("(m.expires_at IS NULL OR m.expires_at > ?)")
+        params.append(to_iso(f.now))
+    return (" AND ".join(clauses) or "1"), params
+
+
+def _match_expression(terms: Sequence[str]) -> str:
+    """An FTS5 query that matches any of the terms; each is quoted, so none is read as syntax."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+class SQLiteStorage:
+    """A store kept in ``<folder>/memory.db``."""
+
+    def __init__(self, folder: Path, name: str = "default", busy_timeout_s: float = 30.0) -> None:
+        self.name = name
+        self.folder = folder
+        self.path = folder / DB_FILENAME
+        self._busy_timeout_s = busy_timeout_s
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        folder.mkdir(parents=True, exist_ok=True)
+        self._migrate()
+
+    # -- connections and transactions -----------------------------------------------
+    def _connection(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            with self._translated():
+                db = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA foreign_keys=ON")
+                # Deleted content is overwritten, so a hard delete leaves nothing in free pages.
+                db.execute("PRAGMA secure_delete=ON")
+            self._local.db = db
+            with self._lock:
+                self._connections.append(db)
+        return db
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Map the driver's errors onto mnemo's, by error code, never by message text."""
+        try:
+            yield
+        except MnemoError:
+            raise
+        except sqlite3.Error as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            if code is not None and code & 0xFF in _BUSY_CODES:
+                raise Locked(f"store {self.name!r} stayed busy for {self._busy_timeout_s:g}s") from exc
+            if code is not None and code & 0xFF in _CORRUPT_CODES:
+                raise CorruptedData(f"store {self.name!r} is damaged: {exc}", path=str(self.path)) from exc
+            raise StorageError(f"store {self.name!r} failed: {exc}", path=str(self.path)) from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self._connection()
+        with self._translated():
+            self._begin_immediate(db)
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _begin_immediate(self, db: sqlite3.Connection) -> None:
+        # busy_timeout already waits; this retry covers the rare SQLITE_BUSY that WAL returns
+        # at once (e.g. while another process recovers the WAL index).
+        deadline = time.monotonic() + self._busy_timeout_s
+        while True:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES
+                if not busy or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        db = self._connection()
+        with self._translated():
+            db.execute("BEGIN")
+            try:
+                yield db
+            finally:
+                db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._write() as db:
+            (current,) = db.execute("PRAGMA user_version").fetchone()
+            if current > len(MIGRATIONS):
+                raise StorageError(
+                    f"store {self.name!r} at {self.path} has schema version {current}, newer than this "
+                    f"mnemo understands ({len(MIGRATIONS)}); upgrade mnemo to open it",
+                    schema_version=current,
+                    supported=len(MIGRATIONS),
+                )
+            if current == 0:
+                db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+            for number, migration in enumerate(MIGRATIONS[current:], start=current + 1):
+                migration(db)
+                db.execute(
+                    "INSERT INTO migrations VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                    (migration.__name__,),
+                )
+                db.execute(f"PRAGMA user_version = {number}")
+
+    def applied_migrations(self) -> list[str]:
+        with self._read() as db:
+            return [name for (name,) in db.execute("SELECT name FROM migrations ORDER BY rowid")]
+
+    def close(self) -> None:
+        with self._lock:
+            for db in self._connections:
+                with suppress(sqlite3.Error):
+                    db.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    # -- single memories ---------------------------------------------------------------
+    def insert(self, memory: Memory, change: Change, link_to: Sequence[str] = (), unique_content: bool = False) -> None:
+        with self._write() as db:
+            if unique_content:
+                # Checked inside the write transaction, so two processes cannot both store it.
+                row = db.execute(
+                    "SELECT id FROM memories WHERE signature = ? AND user_id IS ?"
+                    " AND status IN ('active', 'archived') ORDER BY created_at LIMIT 1",
+                    (memory.signature, memory.context.user_id),
+                ).fetchone()
+                if row is not None:
+                    raise Duplicate(f"the same content is already stored as memory {row[0]}", existing_id=row[0])
+            try:
+                cursor = db.execute(
+                    f"INSERT INTO memories ({_COLUMNS}) VALUES ({', '.join('?' * 31)})", _row_values(memory)
+                )
+            except sqlite3.IntegrityError as exc:
+                raise Conflict(f"memory {memory.id} or its path already exists", memory_id=memory.id) from exc
+            self._write_tags(db, cursor.lastrowid, memory.tags)
+            db.executemany(
+                "INSERT OR IGNORE INTO links VALUES (?, ?, ?)",
+                [(memory.id, target, to_iso(change.at)) for target in link_to],
+            )
+            self._write_change(db, change, memory)
+
+    @staticmethod
+    def _write_tags(db: sqlite3.Connection, rowid: int | None, tags: Sequence[str]) -> None:
+        db.execute("DELETE FROM memory_tags WHERE memory_rowid = ?", (rowid,))
+        db.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, rowid) for t in tags])
+
+    @staticmethod
+    def _write_change(db: sqlite3.Connection, change: Change, memory: Memory) -> None:
+        db.execute(
+            "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                change.id, change.memory_id, change.version, change.action, change.actor, change.reason,
+                to_iso(change.at), memory.context.user_id, memory.context.conversation_id,
+                memory.category, None if change.previous is None else _snapshot(change.previous),
+            ),
+        )  # fmt: skip
+
+    def get(self, memory_id: str) -> Memory | None:
+        found = self.get_many([memory_id])
+        return found[0] if found else None
+
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
+        if not memory_ids:
+            return []
+        with self._read() as db:
+            rows = db.execute(
+                f"{_SELECT} WHERE m.id IN ({', '.join('?' * len(memory_ids))})", list(memory_ids)
+            ).fetchall()
+        by_id = {m.id: m for m in map(_memory, rows)}
+        return [by_id[i] for i in memory_ids if i in by_id]
+
+    def save(self, changes: Sequence[tuple[Memory, Change]], backups: Sequence[Backup] = ()) -> None:
+        assignments = ", ".join(f"{c.strip()} = ?" for c in _COLUMNS.split(",")[1:])
+        with self._write() as db:
+            for memory, change in changes:
+                cursor = db.execute(
+                    f"UPDATE memories SET {assignments} WHERE id = ? AND version = ? RETURNING rowid",
+                    (*_row_values(memory)[1:], memory.id, memory.version - 1),
+                )
+                row = cursor.fetchone()
+                if row is None:
+                    raise Conflict(
+                        f"memory {memory.id} changed since it was read (expected version {memory.version - 1})",
+                        memory_id=memory.id,
+                    )
+                self._write_tags(db, row[0], memory.tags)
+                self._write_change(db, change, memory)
+            db.executemany(
+                "INSERT INTO backups VALUES (?, ?, ?, ?, ?)",
+                [(b.id, b.memory.id, to_iso(b.created_at), to_iso(b.keep_until), _snapshot(b.memory)) for b in backups],
+            )
+
+    def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
+        """Remove memories for good: rows, index entries, links, backups and old content."""
+        marks = ", ".join("?" * len(memory_ids))
+        ids = list(memory_ids)
+        with self._write() as db:
+            for table, condition in (
+                ("memories", f"id IN ({marks})"),
+                ("backups", f"memory_id IN ({marks})"),
+                ("links", f"source_id IN ({marks}) OR target_id IN ({marks})"),
+            ):
+                db.execute(f"DELETE FROM {table} WHERE {condition}", ids * condition.count("IN"))
+            # History keeps who did what and when, but no longer what the memory said.
+            db.execute(f"UPDATE versions SET previous = NULL WHERE memory_id IN ({marks})", ids)
+            for change in changes:
+                db.execute(
+                    "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, NULL)",
+                    (change.id, change.memory_id, change.version, change.action, change.actor,
+                     change.reason, to_iso(change.at)),
+                )  # fmt: skip
+
+    def purge_due(self, now: datetime) -> int:
+        """Hard-delete soft-deleted memories whose retention has ended; drop lapsed backups."""
+        stamp = to_iso(now)
+        with self._write() as db:
+            due = [
+                mid
+                for (mid,) in db.execute(
+                    "SELECT id FROM memories WHERE status = 'forgotten' AND recoverable_until <= ?", (stamp,)
+                )
+            ]
+            db.execute("DELETE FROM backups WHERE keep_until <= ?", (stamp,))
+        if due:
+            self.purge(due, [])
+        return len(due)
+
+    def linked_ids(self, memory_id: str) -> list[str]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT target_id FROM links WHERE source_id = ? UNION SELECT source_id FROM links WHERE target_id = ?",
+                (memory_id, memory_id),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def link_counts(self, memory_ids: Sequence[str]) -> dict[str, int]:
+        if not memory_ids:
+            return {}
+        marks = ", ".join("?" * len(memory_ids))
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT id, COUNT(*) FROM (SELECT source_id AS id FROM links WHERE source_id IN ({marks})"
+                f" UNION ALL SELECT target_id FROM links WHERE target_id IN ({marks})) GROUP BY id",
+                list(memory_ids) * 2,
+            ).fetchall()
+        return dict(rows)
+
+    def history(self, memory_id: str) -> list[Change]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT id, memory_id, version, action, actor, changed_at, reason, previous FROM versions"
+                " WHERE memory_id = ? ORDER BY version, changed_at",
+                (memory_id,),
+            ).fetchall()
+        return [
+            Change(id=r[0], memory_id=r[1], version=r[2], action=r[3], actor=r[4], at=from_iso(r[5]),
+                   reason=r[6], previous=None if r[7] is None else _from_snapshot(r[7]))
+            for r in rows
+        ]  # fmt: skip
+
+    def backup(self, backup_id: str) -> Backup | None:
+        with self._read() as db:
+            row = db.execute(
+                "SELECT id, created_at, keep_until, snapshot FROM backups WHERE id = ?", (backup_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        return Backup(row[0], _from_snapshot(row[3]), from_iso(row[1]), from_iso(row[2]))
+
+    # -- finding -----------------------------------------------------------------------
+    def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
+        if not terms:
+            return []
+        where, params = _where(filters)
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts"
+                " JOIN memories m ON m.rowid = memories_fts.rowid"
+                f" WHERE memories_fts MATCH ? AND {where} ORDER BY score DESC LIMIT ?",
+                [_match_expression(terms), *params, limit],
+            ).fetchall()
+        return [TextHit(memory_id, score) for memory_id, score in rows]
+
+    def count_text(self, terms: Sequence[str], filters: Filters) -> int:
+        if not terms:
+            return 0
+        where, params = _where(filters)
+        with self._read() as db:
+            (count,) = db.execute(
+                "SELECT COUNT(*) FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid"
+                f" WHERE memories_fts MATCH ? AND {where}",
+                [_match_expression(terms), *params],
+            ).fetchone()
+        return count
+
+    def list(
+        self, filters: Filters, sort: Sort, limit: int, offset: int = 0, after: Position | None = None
+    ) -> list[tuple[Memory, Position]]:
+        column = _SORT_COLUMNS[sort.field]
+        direction = "DESC" if sort.descending else "ASC"
+        where, params = _where(filters)
+        if after is not None:
+            where += f" AND (m.{column}, m.rowid) {'<' if sort.descending else '>'} (?, ?)"
+            params += [after.value, after.key]
+        with self._read() as db:
+            rows = db.execute(
+                f"{_SELECT} WHERE {where} ORDER BY m.{column} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
+                [*params, limit, offset],
+            ).fetchall()
+        column_index = 1 + [c.strip() for c in _COLUMNS.split(",")].index(column)
+        return [(_memory(row), Position(row[column_index], row[0])) for row in rows]
+
+    def count(self, filters: Filters) -> int:
+        where, params = _where(filters)
+        with self._read() as db:
+            (count,) = db.execute(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()
+        return count
+
+    def record_recall(self, memory_ids: Sequence[str], at: datetime) -> None:
+        stamp = to_iso(at)
+        with self._write() as db:
+            db.executemany(
+                "UPDATE memories SET access_count = access_count + 1, accessed_at = ? WHERE id = ?",
+                [(stamp, memory_id) for memory_id in memory_ids],
+            )
+            db.execute("INSERT INTO events (kind, at, count) VALUES ('recall', ?, ?)", (stamp, len(memory_ids)))
+
+    # -- statistics --------------------------------------------------------------------
+    def totals(self, filters: Filters) -> Totals:
+        where, params = _where(filters)
+        with self._read() as db:
+            row = db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(length(CAST(m.content AS BLOB))), 0),"
+                " COALESCE(SUM(m.access_count), 0), COALESCE(SUM(m.access_count > 0), 0),"
+                f" COALESCE(MAX(m.access_count), 0) FROM memories m WHERE {where}",
+                params,
+            ).fetchone()
+        return Totals(*row)
+
+    def group_count(self, filters: Filters, key: GroupKey) -> dict[str, int]:
+        where, params = _where(filters)
+        expr = _GROUP_EXPR[key]
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT {expr} AS k, COUNT(*) FROM memories m WHERE {where} GROUP BY k ORDER BY k", params
+            ).fetchall()
+        return {str(k): n for k, n in rows}
+
+    def duplicate_count(self, filters: Filters) -> int:
+        """How many memories share their exact content with an earlier one in the same scope."""
+        where, params = _where(filters)
+        with self._read() as db:
+            (count,) = db.execute(
+                "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM memories m"
+                f" WHERE {where} GROUP BY m.signature, m.user_id HAVING n > 1)",
+                params,
+            ).fetchone()
+        return count
+
+    def created_histogram(self, filters: Filters, granularity: Granularity) -> list[tuple[str, int]]:
+        where, params = _where(filters)
+        bucket = _BUCKET_EXPR[granularity]
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT {bucket} AS b, COUNT(*) FROM memories m WHERE {where} GROUP BY b ORDER BY b", params
+            ).fetchall()
+        return [(b, n) for b, n in rows]
+
+    def event_pattern(self, kind: str, start: datetime, end: datetime) -> EventPattern:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT CAST(strftime('%H', at) AS INTEGER), CAST(strftime('%w', at) AS INTEGER), COUNT(*)"
+                " FROM events WHERE kind = ? AND at BETWEEN ? AND ? GROUP BY 1, 2",
+                (kind, to_iso(start), to_iso(end)),
+            ).fetchall()
+        by_hour: dict[int, int] = {}
+        by_weekday: dict[int, int] = {}
+        for hour, sunday_first, n in rows:
+            by_hour[hour] = by_hour.get(hour, 0) + n
+            weekday = (sunday_first - 1) % 7  # SQLite counts from Sunday; Python from Monday
+            by_weekday[weekday] = by_weekday.get(weekday, 0) + n
+        return EventPattern(sum(by_hour.values()), by_hour, by_weekday)
+
+    def change_counts(self, start: datetime, end: datetime, memory_filters: Filters) -> dict[str, int]:
+        """Changes per action in a time window, for the user/conversation/categories of the filters."""
+        clauses = ["changed_at BETWEEN ? AND ?"]
+        params: list[Any] = [to_iso(start), to_iso(end)]
+        for column, value in (
+            ("user_id", memory_filters.user_id),
+            ("conversation_id", memory_filters.conversation_id),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if memory_filters.categories is not None:
+            clauses.append(f"COALESCE(category, 'custom') IN ({', '.join('?' * len(memory_filters.categories))})")
+            params.extend(memory_filters.categories)
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT action, COUNT(*) FROM versions WHERE {' AND '.join(clauses)} GROUP BY action", params
+            ).fetchall()
+        return dict(rows)
+
+    def size_bytes(self) -> int:
+        """Bytes on disk: the database with its write-ahead log."""
+        return sum(p.stat().st_size for p in self.folder.glob(f"{DB_FILENAME}*") if p.is_file())
+
+    def __repr__(self) -> str:
+        return f"SQLiteStorage({self.name!r}, {str(self.path)!r})"

@@ -1,0 +1,152 @@
+"""The SQLite schema as named, ordered migrations.
+
+Each migration runs once, inside the transaction that records it in ``migrations``;
+``PRAGMA user_version`` holds how many have run, so a database written by a newer mnemo is
+recognised and refused instead of misread.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+
+def _run(db: sqlite3.Connection, script: str) -> None:
+    """Run each statement of a script inside the caller's transaction.
+
+    ``executescript`` would commit first, and a migration must commit with its record or not at all.
+    """
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+
+
+def m001_create_tables(db: sqlite3.Connection) -> None:
+    _run(
+        db,
+        """
+        CREATE TABLE memories (
+            rowid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            path TEXT UNIQUE,
+            content TEXT NOT NULL,
+            content_length INTEGER NOT NULL,
+            signature TEXT NOT NULL,
+            type TEXT,
+            category TEXT,
+            subject TEXT,
+            tags TEXT NOT NULL DEFAULT '[]',
+            importance REAL NOT NULL,
+            confidence REAL,
+            agent_name TEXT,
+            entry_number INTEGER,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            user_id TEXT,
+            conversation_id TEXT,
+            session_id TEXT,
+            access_level TEXT NOT NULL,
+            owner TEXT,
+            expires_at TEXT,
+            status TEXT NOT NULL,
+            archive_tier TEXT,
+            forget_reason TEXT,
+            forget_details TEXT,
+            forgotten_at TEXT,
+            recoverable_until TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            accessed_at TEXT NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            version INTEGER NOT NULL
+        );
+        -- one index per filter and sort field of list_memories; SQLite appends rowid, which is
+        -- the keyset tiebreaker, so (status, field) serves "WHERE status ORDER BY field, rowid".
+        CREATE INDEX memories_status_created ON memories(status, created_at);
+        CREATE INDEX memories_status_updated ON memories(status, updated_at);
+        CREATE INDEX memories_status_accessed ON memories(status, accessed_at);
+        CREATE INDEX memories_status_importance ON memories(status, importance);
+        CREATE INDEX memories_status_access_count ON memories(status, access_count);
+        CREATE INDEX memories_status_length ON memories(status, content_length);
+        CREATE INDEX memories_category ON memories(category, status);
+        CREATE INDEX memories_type ON memories(type, status);
+        CREATE INDEX memories_user ON memories(user_id, status, created_at);
+        CREATE INDEX memories_conversation ON memories(conversation_id, status, created_at);
+        CREATE INDEX memories_access_level ON memories(access_level, status);
+        CREATE INDEX memories_signature ON memories(signature, user_id);
+        CREATE INDEX memories_expires ON memories(expires_at) WHERE expires_at IS NOT NULL;
+        CREATE INDEX memories_recoverable ON memories(recoverable_until)
+            WHERE recoverable_until IS NOT NULL;
+
+        CREATE TABLE memory_tags (
+            tag TEXT NOT NULL,
+            memory_rowid INTEGER NOT NULL REFERENCES memories(rowid) ON DELETE CASCADE,
+            PRIMARY KEY (tag, memory_rowid)
+        ) WITHOUT ROWID;
+        CREATE INDEX memory_tags_memory ON memory_tags(memory_rowid);
+
+        CREATE TABLE links (
+            source_id TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (source_id, target_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX links_target ON links(target_id);
+
+        CREATE TABLE versions (
+            id TEXT PRIMARY KEY,
+            memory_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            action TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            reason TEXT,
+            changed_at TEXT NOT NULL,
+            user_id TEXT,
+            conversation_id TEXT,
+            category TEXT,
+            previous TEXT
+        );
+        CREATE INDEX versions_memory ON versions(memory_id, version);
+        CREATE INDEX versions_changed ON versions(changed_at, action);
+
+        CREATE TABLE backups (
+            id TEXT PRIMARY KEY,
+            memory_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            keep_until TEXT NOT NULL,
+            snapshot TEXT NOT NULL
+        );
+        CREATE INDEX backups_memory ON backups(memory_id);
+        CREATE INDEX backups_keep_until ON backups(keep_until);
+
+        CREATE TABLE events (
+            rowid INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL,
+            at TEXT NOT NULL,
+            count INTEGER NOT NULL
+        );
+        CREATE INDEX events_kind_at ON events(kind, at);
+
+        CREATE VIRTUAL TABLE memories_fts USING fts5(
+            content, tags, content='memories', content_rowid='rowid',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts(rowid, content, tags) VALUES (new.rowid, new.content, new.tags);
+        END;
+        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags)
+            VALUES ('delete', old.rowid, old.content, old.tags);
+        END;
+        CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags)
+            VALUES ('delete', old.rowid, old.content, old.tags);
+            INSERT INTO memories_fts(rowid, content, tags) VALUES (new.rowid, new.content, new.tags);
+        END;
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_create_tables]
