@@ -18,11 +18,12 @@ from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
 from mnemo import __version__
+from mnemo.app import open_service
+from mnemo.clock import Clock
 from mnemo.config import Settings
 from mnemo.errors import InvalidInput, MnemoError, StorageError
 from mnemo.profiles import Profile, get_profile
 from mnemo.service import MemoryService
-from mnemo.storage.sqlite import SQLiteStorage
 
 log = logging.getLogger("mnemo")
 
@@ -62,19 +63,11 @@ class ProfileServer(MCPServer):
             return self.profile.error_result(MnemoError(f"internal error in {name}; see the server log"))
 
 
-def open_service(settings: Settings, store: str | None = None, actor: str = "mnemo") -> MemoryService:
-    storage = SQLiteStorage(settings.store_folder(store), store or settings.store, settings.busy_timeout_s)
-    return MemoryService(
-        storage,
-        recency_half_life_days=settings.recency_half_life_days,
-        max_memories=settings.max_memories,
-        actor=actor,
-    )
-
-
-def build_server(settings: Settings, profile: str | None = None, store: str | None = None) -> ProfileServer:
+def build_server(
+    settings: Settings, profile: str | None = None, store: str | None = None, clock: Clock | None = None
+) -> ProfileServer:
     chosen = get_profile(profile or settings.profile)
-    return ProfileServer(chosen, open_service(settings, store, actor=f"mcp:{chosen.name}"))
+    return ProfileServer(chosen, open_service(settings, store, actor=f"mcp:{chosen.name}", clock=clock))
 
 
 def configure_logging(settings: Settings) -> None:

@@ -1,0 +1,48 @@
+"""Shared fixtures: every test gets its own data dir with real SQLite files in it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from mnemo.app import open_service
+from mnemo.clock import ManualClock
+from mnemo.config import Settings
+from mnemo.server import ProfileServer, build_server
+from mnemo.service import MemoryService
+
+START = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path / "home")
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START)
+
+
+@pytest.fixture
+def service(settings: Settings, clock: ManualClock) -> Iterator[MemoryService]:
+    svc = open_service(settings, clock=clock)
+    yield svc
+    svc.storage.close()
+
+
+@pytest.fixture
+def server(settings: Settings, clock: ManualClock) -> Iterator[ProfileServer]:
+    srv = build_server(settings, "full", clock=clock)
+    yield srv
+    srv.service.storage.close()
+
+
+@pytest.fixture
+async def client(server: ProfileServer) -> AsyncIterator[Client]:
+    async with Client(server, raise_exceptions=True) as c:
+        yield c
