@@ -1,17 +1,168 @@
-"""The ``mnemo`` command: a client of the library, for people and scripts."""
+"""The ``mnemo`` command: a client of the library, for people and scripts.
+
+Each command opens the service (``mnemo.app.open_service``), makes one service call and prints
+its result: a rich table for people, or with ``--json`` exactly one JSON object for scripts.
+Domain errors (``MnemoError``) are turned into one red line on stderr and exit code 1, here in
+``MnemoGroup.invoke`` and nowhere else; click's usage errors keep their exit code 2.
+
+``serve`` imports the MCP SDK lazily, so the other commands never load it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, NoReturn, TypeVar
+
 import click
+from pydantic import ValidationError
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 from mnemo import __version__
+from mnemo.app import open_service
 from mnemo.config import Settings
+from mnemo.errors import MnemoError
+from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, Memory, to_iso
+from mnemo.query import Sort, SortField
+from mnemo.service import STATUS_NAMES, MemoryService
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TABLE_CONTENT_CHARS = 80
+CATEGORY = click.Choice([c.value for c in Category])
+SCOPES = ("global", "user", "conversation", "category")
+STATUS_LABELS = {status: name for name, status in STATUS_NAMES.items()}  # forgotten is "deleted" here
 
 
-@click.group()
+# -- plumbing ------------------------------------------------------------------------------
+class MnemoGroup(click.Group):
+    """A group that reports domain and settings errors as one line, without a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MnemoError as error:
+            _fail(ctx, f"{error.code}: {error.message}")
+        except ValidationError as error:  # raised by Settings() for a bad MNEMO_* variable
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            _fail(ctx, f"INVALID_INPUT: setting {where}: {first['msg']}")
+
+
+def _fail(ctx: click.Context, message: str) -> NoReturn:
+    click.secho(f"error: {message}", err=True, fg="red")
+    ctx.exit(1)
+
+
+def store_option(command: F) -> F:
+    """``--store`` on a command; it wins over the group's ``--store``."""
+    return click.option("--store", default=None, help="Store to use (default: the group's --store or MNEMO_STORE).")(
+        command
+    )
+
+
+def json_option(command: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")(command)
+
+
+def _store_name(store: str | None) -> str | None:
+    """The command's ``--store``, else the group's, else ``None`` (``Settings().store``)."""
+    return store or click.get_current_context().find_root().params.get("store")
+
+
+@contextmanager
+def _service(store: str | None) -> Iterator[MemoryService]:
+    service = open_service(Settings(), _store_name(store), actor="mnemo-cli")
+    try:
+        yield service
+    finally:
+        service.storage.close()
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses become dicts; datetimes become ISO 8601 UTC text (in ``_dump``)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def _iso_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return to_iso(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _dump(payload: Mapping[str, Any]) -> None:
+    click.echo(json.dumps({k: _plain(v) for k, v in payload.items()}, default=_iso_default, ensure_ascii=False))
+
+
+def _console() -> Console:
+    return Console(highlight=False, markup=False, emoji=False)  # memories are text, not markup
+
+
+def _when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if value else "-"
+
+
+def _day(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d")
+
+
+def _snippet(content: str, limit: int = TABLE_CONTENT_CHARS) -> str:
+    flat = " ".join(content.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _table(title: str | None = None) -> Table:
+    return Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+
+
+def _memory_table(memories: list[Memory], title: str, sort_field: SortField, *, with_status: bool) -> Table:
+    """Full ids, so that one can be pasted into ``show`` or ``forget``; beside them the value the
+    list is sorted by, and the content in what width is left."""
+    table = _table(title)
+    table.add_column("id", no_wrap=True)
+    table.add_column(sort_field.value, justify="right", no_wrap=True)
+    table.add_column("category\nstatus" if with_status else "category", no_wrap=True)
+    table.add_column("content", ratio=1)
+    for m in memories:
+        category = m.category or "-"
+        if with_status:
+            category += f"\n{STATUS_LABELS.get(m.status, m.status.value)}"
+        table.add_row(m.id, _sort_value(m, sort_field), category, _snippet(m.content))
+    return table
+
+
+def _sort_value(memory: Memory, sort_field: SortField) -> str:
+    match sort_field:
+        case SortField.CREATED_AT:
+            return _day(memory.created_at)
+        case SortField.UPDATED_AT:
+            return _day(memory.updated_at)
+        case SortField.ACCESSED_AT:
+            return _day(memory.accessed_at)
+        case SortField.IMPORTANCE:
+            return f"{memory.importance:.2f}"
+        case SortField.ACCESS_COUNT:
+            return str(memory.access_count)
+        case SortField.CONTENT_LENGTH:
+            return str(memory.content_length)
+
+
+# -- commands ------------------------------------------------------------------------------
+@click.group(cls=MnemoGroup)
 @click.version_option(__version__, prog_name="mnemo")
-def cli() -> None:
-    """mnemo: a memory server for AI agents."""
+@click.option("--store", default=None, help="Store every command uses (default: MNEMO_STORE or default).")
+def cli(store: str | None) -> None:
+    """mnemo: a memory server for AI agents.
+
+    Data lives under MNEMO_HOME; every setting is an MNEMO_* environment variable.
+    """
 
 
 @cli.command()
@@ -21,8 +172,252 @@ def serve(profile: str | None, store: str | None) -> None:
     """Serve MCP on stdio (for Claude Desktop, Claude Code, Cursor...)."""
     from mnemo.server import serve as run
 
-    run(Settings(), profile, store)
+    run(Settings(), profile, _store_name(store))
+
+
+@cli.command()
+@click.argument("content")
+@click.option("--category", type=CATEGORY, help="Category (detected if not given).")
+@click.option("--tag", "tags", multiple=True, help="A tag; repeat for several.")
+@click.option("--importance", type=float, default=None, help="Importance from 0 to 1 (estimated if not given).")
+@click.option("--user", default=None, help="User the memory belongs to.")
+@click.option("--conversation", default=None, help="Conversation the memory came from.")
+@store_option
+@json_option
+def add(
+    content: str,
+    category: str | None,
+    tags: tuple[str, ...],
+    importance: float | None,
+    user: str | None,
+    conversation: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Store CONTENT as a new memory and print its id, category and tags."""
+    with _service(store) as service:
+        result = service.store(
+            content,
+            context=Context(user_id=user, conversation_id=conversation),
+            category=category,
+            tags=tags,
+            importance=importance,
+        )
+    if as_json:
+        _dump({"memory": result.memory, "auto_tags": result.auto_tags, "links_created": result.links_created})
+        return
+    memory = result.memory
+    click.echo(f"stored {memory.id}")
+    click.echo(f"category: {memory.category}")
+    auto = f" (auto: {', '.join(result.auto_tags)})" if result.auto_tags else ""
+    click.echo(f"tags: {', '.join(memory.tags) or '-'}{auto}")
+    click.echo(f"importance: {memory.importance:.2f}")
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--limit", type=int, default=10, show_default=True, help="Most memories to return.")
+@click.option("--category", "categories", type=CATEGORY, multiple=True, help="Only this category; repeat for several.")
+@click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for any of several.")
+@click.option("--user", default=None, help="Only memories of this user.")
+@store_option
+@json_option
+def recall(
+    query: str,
+    limit: int,
+    categories: tuple[str, ...],
+    tags: tuple[str, ...],
+    user: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Find the memories that best match QUERY, best first."""
+    with _service(store) as service:
+        result = service.recall(query, categories=categories, tags=tags, user_id=user, limit=limit)
+    if as_json:
+        _dump(
+            {
+                "query": query,
+                "total": result.total,
+                "hits": [{"rank": rank, **_plain(hit)} for rank, hit in enumerate(result.hits, start=1)],
+                "execution_time_ms": result.execution_time_ms,
+            }
+        )
+        return
+    if not result.hits:
+        click.echo("no memories match")
+        return
+    table = _table(f"{len(result.hits)} of {result.total} matches")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("category", no_wrap=True)
+    table.add_column("content", ratio=1)
+    for rank, hit in enumerate(result.hits, start=1):
+        m = hit.memory
+        table.add_row(str(rank), m.id, f"{hit.scores.combined:.3f}", m.category or "-", _snippet(m.content))
+    _console().print(table)
+
+
+@cli.command(name="list")
+@click.option("--limit", type=int, default=20, show_default=True, help="Most memories to show.")
+@click.option(
+    "--sort",
+    "sort_field",
+    type=click.Choice([f.value for f in SortField]),
+    default=SortField.CREATED_AT.value,
+    show_default=True,
+    help="Field to sort by.",
+)
+@click.option("--asc", is_flag=True, help="Sort ascending (default: descending).")
+@click.option(
+    "--status",
+    "statuses",
+    type=click.Choice(list(STATUS_NAMES)),
+    multiple=True,
+    help="Status to include; repeat for several (default: active).",
+)
+@click.option("--category", "categories", type=CATEGORY, multiple=True, help="Only this category; repeat for several.")
+@store_option
+@json_option
+def list_(
+    limit: int,
+    sort_field: str,
+    asc: bool,
+    statuses: tuple[str, ...],
+    categories: tuple[str, ...],
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """List memories, newest first unless told otherwise."""
+    with _service(store) as service:
+        page = service.list(
+            statuses=statuses or ("active",),
+            categories=categories,
+            sort=Sort(SortField(sort_field), descending=not asc),
+            limit=limit,
+        )
+    if as_json:
+        _dump({"total": page.total, "has_more": page.has_more, "memories": [_plain(m) for m in page.memories]})
+        return
+    if not page.memories:
+        click.echo("no memories")
+        return
+    title = f"{len(page.memories)} of {page.total} memories"
+    table = _memory_table(page.memories, title, SortField(sort_field), with_status=len(set(statuses)) > 1)
+    _console().print(table)
+
+
+@cli.command()
+@click.argument("memory_id", metavar="ID")
+@store_option
+@json_option
+def show(memory_id: str, store: str | None, as_json: bool) -> None:
+    """Show memory ID in full, with its version history."""
+    with _service(store) as service:
+        memory = service.get(memory_id)
+        history = service.history(memory_id)
+    if as_json:
+        _dump({"memory": memory, "history": [_plain(change) for change in history]})
+        return
+    fields = Table(show_header=False, box=None)
+    fields.add_column("field", style="bold")
+    fields.add_column("value")
+    for name, value in dataclasses.asdict(memory).items():
+        if value in (None, (), {}):
+            continue
+        if isinstance(value, datetime):
+            value = to_iso(value)
+        elif isinstance(value, tuple):
+            value = ", ".join(value)
+        elif isinstance(value, dict):
+            value = json.dumps({k: v for k, v in value.items() if v is not None}, ensure_ascii=False)
+            if value == "{}":
+                continue
+        fields.add_row(name, str(value))
+    changes = _table("history")
+    changes.add_column("version", justify="right")
+    changes.add_column("action")
+    changes.add_column("actor")
+    changes.add_column("at", no_wrap=True)
+    changes.add_column("reason")
+    for change in history:
+        changes.add_row(str(change.version), change.action, change.actor, to_iso(change.at), change.reason or "")
+    console = _console()
+    console.print(fields)
+    console.print(changes)
+
+
+@cli.command()
+@click.argument("memory_id", metavar="ID")
+@click.option("--hard", is_flag=True, help="Delete for good, with no backup (default: recoverable soft delete).")
+@click.option(
+    "--reason",
+    type=click.Choice([r.value for r in ForgetReason]),
+    default=ForgetReason.USER_REQUEST.value,
+    show_default=True,
+    help="Why the memory is forgotten.",
+)
+@click.option(
+    "--retention-days",
+    type=int,
+    default=DEFAULT_RETENTION_DAYS,
+    show_default=True,
+    help="Days a soft-deleted memory stays recoverable.",
+)
+@store_option
+@json_option
+def forget(memory_id: str, hard: bool, reason: str, retention_days: int, store: str | None, as_json: bool) -> None:
+    """Forget memory ID; it stays recoverable for a while unless --hard.
+
+    A soft delete keeps a backup until --retention-days have passed; --hard removes the memory
+    at once, with no backup.
+    """
+    with _service(store) as service:
+        result = service.forget(memory_id, reason=reason, hard_delete=hard, retention_period_days=retention_days)
+    if as_json:
+        _dump(_plain(result))
+        return
+    click.echo(f"deleted {result.memory_id} ({result.deletion_type})")
+    click.echo(f"recoverable until: {to_iso(result.recoverable_until) if result.recoverable_until else 'never'}")
+    click.echo(f"backup: {result.backup_id or '-'}")
+
+
+@cli.command()
+@click.option("--scope", type=click.Choice(SCOPES), default="global", show_default=True, help="What to count.")
+@click.option("--scope-id", default=None, help="The user, conversation or category id the scope names.")
+@store_option
+@json_option
+def stats(scope: str, scope_id: str | None, store: str | None, as_json: bool) -> None:
+    """Summarise the store: counts, size, activity and health.
+
+    The scope narrows it to one user, conversation or category, named by --scope-id.
+    """
+    with _service(store) as service:
+        report = service.stats(scope=scope, scope_id=scope_id)
+    if as_json:
+        _dump(_plain(report))
+        return
+    what = scope if scope_id is None else f"{scope} {scope_id}"
+    table = _table(f"{what}, {_when(report.start)} to {_when(report.end)}")
+    table.add_column("metric", style="bold", no_wrap=True)
+    table.add_column("value")
+    for metric, values in report.statistics.items():
+        table.add_row(metric, "\n".join(_lines(values)) or "-")
+    _console().print(table)
+
+
+def _lines(values: Any, prefix: str = "") -> Iterator[str]:
+    """``key: value`` lines of a (nested) metric, nested keys joined with dots."""
+    if not isinstance(values, dict):
+        yield f"{prefix}{'-' if values is None else values}"
+        return
+    for key, value in values.items():
+        if isinstance(value, dict):
+            yield from _lines(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}: {'-' if value is None else value}"
 
 
 def main() -> None:
-    cli()
+    cli(prog_name="mnemo")

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from mnemo.words import STOPWORDS, words
+
 
 class Status(StrEnum):
     ACTIVE = "active"
@@ -119,6 +121,12 @@ def content_signature(text: str) -> str:
     return hashlib.sha256(normalise_text(text).encode()).hexdigest()[:32]
 
 
+def word_signature(text: str) -> str:
+    """The key of loose-duplicate detection: the set of content words, whatever their order."""
+    content = sorted({w for w in words(text) if w not in STOPWORDS})
+    return hashlib.sha256(" ".join(content).encode()).hexdigest()[:32]
+
+
 def normalise_tags(tags: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """Tags are trimmed and de-duplicated, keeping the caller's order and case."""
     seen: dict[str, None] = {}
@@ -170,6 +178,10 @@ class Memory:
     @property
     def signature(self) -> str:
         return content_signature(self.content)
+
+    @property
+    def word_signature(self) -> str:
+        return word_signature(self.content)
 
     @property
     def content_length(self) -> int:

@@ -9,7 +9,8 @@ combined = w_sem * semantic_similarity + w_rec * recency + w_imp * importance + 
   logarithmic 1 / (1 + log2(1 + age / half_life)) has the longest tail.
 - importance: the memory's own 0-1 importance.
 - access_frequency: log(1 + n) / log(1 + n_max), n the memory's access count and n_max the
-  highest in the store, so the most recalled memory scores 1 and one never recalled 0.
+  highest among the store's active memories, so the most recalled memory scores 1 and one never
+  recalled 0.
 """
 
 from __future__ import annotations

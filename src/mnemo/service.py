@@ -330,7 +330,7 @@ class MemoryService:
         hits = self.storage.search_text(terms, filters, max(CANDIDATE_POOL, 3 * (offset + limit)))
         total = self.storage.count_text(terms, filters) if hits else 0
         memories = {m.id: m for m in self.storage.get_many([h.memory_id for h in hits])}
-        max_access = self.storage.totals(filters).max_access if hits else 0
+        max_access = self.storage.max_access_count() if hits else 0
         relevance = ranking.normalise_relevance([h.score for h in hits])
         ranked = sorted(
             (
@@ -824,7 +824,8 @@ class _StatsCalculator:
     def health_score(self) -> dict[str, Any]:
         """Four factors in [0, 1], each computed from the data; overall is their mean.
 
-        - deduplication: share of active memories whose content is not an exact copy of another's.
+        - deduplication: share of active memories that do not repeat the words of another (same
+          content words in any order, for the same user).
         - categorization_accuracy: share of active memories filed under a specific category
           (not ``custom``), i.e. that enrichment or the caller could place.
         - access_distribution: share of active memories recalled at least once: memory that is

@@ -52,7 +52,7 @@ class StoreContext(_Input):
 
 class StoreMetadata(_Input):
     category: Category | Omitted = Field(None, description="Manual category override (auto-detected if not provided)")
-    tags: list[str] | Omitted = Field(None, description="User-defined tags", max_length=MAX_TAGS)
+    tags: Annotated[list[str], Field(max_length=MAX_TAGS)] | Omitted = Field(None, description="User-defined tags")
     importance: Unit | Omitted = Field(None, description="Importance score (0-1, auto-calculated if not provided)")
     access_level: AccessLevel = Field("private", description="Access control level")
     expires_at: datetime | Omitted = Field(None, description="Optional expiration timestamp")

@@ -41,12 +41,13 @@ _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
 _COLUMNS = (
-    "id, path, content, content_length, signature, type, category, subject, tags, importance,"
+    "id, path, content, content_length, signature, word_signature, type, category, subject, tags, importance,"
     " confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,"
     " access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details,"
     " forgotten_at, recoverable_until, created_at, updated_at, accessed_at, access_count, version"
 )
-_SELECT = f"SELECT m.rowid, {', '.join('m.' + c.strip() for c in _COLUMNS.split(','))} FROM memories m"
+_COLUMN_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
+_SELECT = f"SELECT m.rowid, {', '.join('m.' + c for c in _COLUMN_NAMES)} FROM memories m"
 
 _SORT_COLUMNS = {
     SortField.CREATED_AT: "created_at",
@@ -83,7 +84,7 @@ def _dt(text: str | None) -> datetime | None:
 
 def _row_values(m: Memory) -> tuple[Any, ...]:
     return (
-        m.id, m.path, m.content, m.content_length, m.signature, m.type, m.category, m.subject,
+        m.id, m.path, m.content, m.content_length, m.signature, m.word_signature, m.type, m.category, m.subject,
         json.dumps(list(m.tags)), m.importance, m.confidence, m.agent_name, m.entry_number,
         json.dumps(m.metadata), m.context.user_id, m.context.conversation_id, m.context.session_id,
         m.access_level.value, m.owner, _iso(m.expires_at), m.status.value, m.archive_tier,
@@ -92,14 +93,14 @@ def _row_values(m: Memory) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def _memory(row: sqlite3.Row | tuple[Any, ...], offset: int = 1) -> Memory:
+def _memory(row: sqlite3.Row | tuple[Any, ...], store: str, offset: int = 1) -> Memory:
     """Build a Memory from a row laid out as ``_SELECT`` (rowid first, skipped by ``offset``)."""
-    (id_, path, content, _length, _signature, type_, category, subject, tags, importance, confidence,
+    (id_, path, content, _length, _signature, _word_signature, type_, category, subject, tags, importance, confidence,
      agent_name, entry_number, metadata, user_id, conversation_id, session_id, access_level, owner,
      expires_at, status, archive_tier, forget_reason, forget_details, forgotten_at,
      recoverable_until, created_at, updated_at, accessed_at, access_count, version) = tuple(row)[offset:]  # fmt: skip
     return Memory(
-        id=id_, path=path, content=content, type=type_, category=category, subject=subject,
+        id=id_, store=store, path=path, content=content, type=type_, category=category, subject=subject,
         tags=tuple(json.loads(tags)), importance=importance, confidence=confidence,
         agent_name=agent_name, entry_number=entry_number, metadata=json.loads(metadata),
         context=Context(user_id, conversation_id, session_id), access_level=AccessLevel(access_level),
@@ -112,12 +113,12 @@ def _memory(row: sqlite3.Row | tuple[Any, ...], offset: int = 1) -> Memory:
 
 
 def _snapshot(memory: Memory) -> str:
-    return json.dumps(dict(zip([c.strip() for c in _COLUMNS.split(",")], _row_values(memory), strict=True)))
+    return json.dumps(dict(zip(_COLUMN_NAMES, _row_values(memory), strict=True)))
 
 
-def _from_snapshot(text: str) -> Memory:
+def _from_snapshot(text: str, store: str) -> Memory:
     values = json.loads(text)
-    return _memory(tuple(values.values()), offset=0)
+    return _memory(tuple(values.values()), store, offset=0)
 
 
 def _where(f: Filters) -> tuple[str, list[Any]]:
@@ -300,7 +301,8 @@ class SQLiteStorage:
                     raise Duplicate(f"the same content is already stored as memory {row[0]}", existing_id=row[0])
             try:
                 cursor = db.execute(
-                    f"INSERT INTO memories ({_COLUMNS}) VALUES ({', '.join('?' * 31)})", _row_values(memory)
+                    f"INSERT INTO memories ({_COLUMNS}) VALUES ({', '.join('?' * len(_COLUMN_NAMES))})",
+                    _row_values(memory),
                 )
             except sqlite3.IntegrityError as exc:
                 raise Conflict(f"memory {memory.id} or its path already exists", memory_id=memory.id) from exc
@@ -338,11 +340,11 @@ class SQLiteStorage:
             rows = db.execute(
                 f"{_SELECT} WHERE m.id IN ({', '.join('?' * len(memory_ids))})", list(memory_ids)
             ).fetchall()
-        by_id = {m.id: m for m in map(_memory, rows)}
+        by_id = {m.id: m for m in (_memory(row, self.name) for row in rows)}
         return [by_id[i] for i in memory_ids if i in by_id]
 
     def save(self, changes: Sequence[tuple[Memory, Change]], backups: Sequence[Backup] = ()) -> None:
-        assignments = ", ".join(f"{c.strip()} = ?" for c in _COLUMNS.split(",")[1:])
+        assignments = ", ".join(f"{c} = ?" for c in _COLUMN_NAMES[1:])
         with self._write() as db:
             for memory, change in changes:
                 cursor = db.execute(
@@ -426,7 +428,7 @@ class SQLiteStorage:
             ).fetchall()
         return [
             Change(id=r[0], memory_id=r[1], version=r[2], action=r[3], actor=r[4], at=from_iso(r[5]),
-                   reason=r[6], previous=None if r[7] is None else _from_snapshot(r[7]))
+                   reason=r[6], previous=None if r[7] is None else _from_snapshot(r[7], self.name))
             for r in rows
         ]  # fmt: skip
 
@@ -437,7 +439,7 @@ class SQLiteStorage:
             ).fetchone()
         if row is None:
             return None
-        return Backup(row[0], _from_snapshot(row[3]), from_iso(row[1]), from_iso(row[2]))
+        return Backup(row[0], _from_snapshot(row[3], self.name), from_iso(row[1]), from_iso(row[2]))
 
     # -- finding -----------------------------------------------------------------------
     def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
@@ -446,9 +448,10 @@ class SQLiteStorage:
         where, params = _where(filters)
         with self._read() as db:
             rows = db.execute(
-                "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts"
-                " JOIN memories m ON m.rowid = memories_fts.rowid"
-                f" WHERE memories_fts MATCH ? AND {where} ORDER BY score DESC LIMIT ?",
+                "WITH hits AS (SELECT rowid, -bm25(memories_fts) AS score FROM memories_fts"
+                " WHERE memories_fts MATCH ?)"
+                f" SELECT m.id, hits.score FROM hits JOIN memories m ON m.rowid = hits.rowid WHERE {where}"
+                " ORDER BY hits.score DESC LIMIT ?",
                 [_match_expression(terms), *params, limit],
             ).fetchall()
         return [TextHit(memory_id, score) for memory_id, score in rows]
@@ -457,10 +460,11 @@ class SQLiteStorage:
         if not terms:
             return 0
         where, params = _where(filters)
+        # The IN form keeps the planner on the FTS index; a join made it scan every memory.
         with self._read() as db:
             (count,) = db.execute(
-                "SELECT COUNT(*) FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid"
-                f" WHERE memories_fts MATCH ? AND {where}",
+                "SELECT COUNT(*) FROM memories m WHERE m.rowid IN"
+                f" (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?) AND {where}",
                 [_match_expression(terms), *params],
             ).fetchone()
         return count
@@ -479,8 +483,8 @@ class SQLiteStorage:
                 f"{_SELECT} WHERE {where} ORDER BY m.{column} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
                 [*params, limit, offset],
             ).fetchall()
-        column_index = 1 + [c.strip() for c in _COLUMNS.split(",")].index(column)
-        return [(_memory(row), Position(row[column_index], row[0])) for row in rows]
+        column_index = 1 + _COLUMN_NAMES.index(column)
+        return [(_memory(row, self.name), Position(row[column_index], row[0])) for row in rows]
 
     def count(self, filters: Filters) -> int:
         where, params = _where(filters)
@@ -496,6 +500,13 @@ class SQLiteStorage:
                 [(stamp, memory_id) for memory_id in memory_ids],
             )
             db.execute("INSERT INTO events (kind, at, count) VALUES ('recall', ?, ?)", (stamp, len(memory_ids)))
+
+    def max_access_count(self) -> int:
+        with self._read() as db:
+            (top,) = db.execute(
+                "SELECT COALESCE(MAX(access_count), 0) FROM memories WHERE status = 'active'"
+            ).fetchone()
+        return top
 
     # -- statistics --------------------------------------------------------------------
     def totals(self, filters: Filters) -> Totals:
@@ -519,12 +530,12 @@ class SQLiteStorage:
         return {str(k): n for k, n in rows}
 
     def duplicate_count(self, filters: Filters) -> int:
-        """How many memories share their exact content with an earlier one in the same scope."""
+        """How many memories repeat the words of an earlier one (same words, any order) for the same user."""
         where, params = _where(filters)
         with self._read() as db:
             (count,) = db.execute(
                 "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM memories m"
-                f" WHERE {where} GROUP BY m.signature, m.user_id HAVING n > 1)",
+                f" WHERE {where} GROUP BY m.word_signature, m.user_id HAVING n > 1)",
                 params,
             ).fetchone()
         return count

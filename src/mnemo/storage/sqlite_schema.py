@@ -35,6 +35,7 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
             content TEXT NOT NULL,
             content_length INTEGER NOT NULL,
             signature TEXT NOT NULL,
+            word_signature TEXT NOT NULL,
             type TEXT,
             category TEXT,
             subject TEXT,
@@ -76,7 +77,7 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
         CREATE INDEX memories_conversation ON memories(conversation_id, status, created_at);
         CREATE INDEX memories_access_level ON memories(access_level, status);
         CREATE INDEX memories_signature ON memories(signature, user_id);
-        CREATE INDEX memories_expires ON memories(expires_at) WHERE expires_at IS NOT NULL;
+        CREATE INDEX memories_status_expires ON memories(status, expires_at);
         CREATE INDEX memories_recoverable ON memories(recoverable_until)
             WHERE recoverable_until IS NOT NULL;
 
