@@ -655,13 +655,14 @@ def register(server: MCPServer, service: MemoryService) -> None:
 _DEFAULT_WEIGHTS = ranking.Weights()
 _DECAYS = {d.value: d for d in ranking.Decay}
 
-INSTRUCTIONS = """\
-mnemo keeps memories across sessions. Store one clear, standalone fact, preference, instruction or
-lesson per memory with store_memory (give user_id/conversation_id in context when you know them).
-Before answering anything that depends on what you were told earlier, call recall_memories with a
-natural-language query. Use update_memory when a fact changes (give a reason), forget_memory when
-it is wrong or the user asks you to forget it, list_memories to browse and get_memory_stats for an
-overview. Errors come back as JSON with success=false and an error.code you can act on."""
+INSTRUCTIONS = (
+    "mnemo keeps memories across sessions. Store one clear, standalone fact, preference, instruction or "
+    "lesson per memory with store_memory (give user_id and conversation_id in context when you know them). "
+    "Before answering anything that depends on what you were told earlier, call recall_memories with a "
+    "natural-language query. Use update_memory when a fact changes (give a reason), forget_memory when it is "
+    "wrong or the user asks you to forget it, list_memories to browse and get_memory_stats for an overview. "
+    "Errors come back as JSON with success=false and an error.code you can act on."
+)
 
 PROFILE = Profile(
     name="full",

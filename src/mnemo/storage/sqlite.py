@@ -186,7 +186,11 @@ class SQLiteStorage:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         folder.mkdir(parents=True, exist_ok=True)
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()  # a refused store keeps no handle on its file
+            raise
 
     # -- connections and transactions -----------------------------------------------
     def _connection(self) -> sqlite3.Connection:
@@ -194,11 +198,15 @@ class SQLiteStorage:
         if db is None:
             with self._translated():
                 db = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
-                db.execute("PRAGMA foreign_keys=ON")
-                # Deleted content is overwritten, so a hard delete leaves nothing in free pages.
-                db.execute("PRAGMA secure_delete=ON")
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.execute("PRAGMA synchronous=NORMAL")
+                    db.execute("PRAGMA foreign_keys=ON")
+                    # Deleted content is overwritten, so a hard delete leaves nothing in free pages.
+                    db.execute("PRAGMA secure_delete=ON")
+                except sqlite3.Error:
+                    db.close()  # e.g. not a database: keep no handle on the file
+                    raise
             self._local.db = db
             with self._lock:
                 self._connections.append(db)
@@ -294,8 +302,9 @@ class SQLiteStorage:
                 # Checked inside the write transaction, so two processes cannot both store it.
                 row = db.execute(
                     "SELECT id FROM memories WHERE signature = ? AND user_id IS ?"
-                    " AND status IN ('active', 'archived') ORDER BY created_at LIMIT 1",
-                    (memory.signature, memory.context.user_id),
+                    " AND status IN ('active', 'archived') AND (expires_at IS NULL OR expires_at > ?)"
+                    " ORDER BY created_at LIMIT 1",
+                    (memory.signature, memory.context.user_id, to_iso(change.at)),
                 ).fetchone()
                 if row is not None:
                     raise Duplicate(f"the same content is already stored as memory {row[0]}", existing_id=row[0])
@@ -377,6 +386,8 @@ class SQLiteStorage:
                 db.execute(f"DELETE FROM {table} WHERE {condition}", ids * condition.count("IN"))
             # History keeps who did what and when, but no longer what the memory said.
             db.execute(f"UPDATE versions SET previous = NULL WHERE memory_id IN ({marks})", ids)
+            # FTS5 deletes only add tombstones; the old segments keep the words until merged.
+            db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
             for change in changes:
                 db.execute(
                     "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, NULL)",
