@@ -1,0 +1,349 @@
+"""The SQLite store's contract, checked on real database files in ``tmp_path``.
+
+Through ``SQLiteStorage`` for the schema and its migrations, through the service for what a
+caller sees; raw ``sqlite3`` is used only to look at (or prepare) the file from outside.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import pytest
+
+from mnemo.app import open_service
+from mnemo.clock import ManualClock
+from mnemo.config import Settings
+from mnemo.errors import CorruptedData, Locked, MnemoError, NotFound, StorageError
+from mnemo.model import Context, Status
+from mnemo.service import MemoryService, TagEdit
+from mnemo.storage import sqlite as sqlite_backend
+from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
+from mnemo.storage.sqlite_schema import MIGRATIONS
+
+MIGRATION_NAMES = [m.__name__ for m in MIGRATIONS]
+
+
+@contextmanager
+def _raw(path: Path) -> Iterator[sqlite3.Connection]:
+    """A plain connection to look at the file from outside mnemo (autocommit)."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        yield db
+
+
+def _user_version(path: Path) -> int:
+    with _raw(path) as db:
+        return db.execute("PRAGMA user_version").fetchone()[0]
+
+
+def _tables(path: Path) -> set[str]:
+    with _raw(path) as db:
+        return {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _fts_rowids(path: Path, word: str) -> list[int]:
+    with _raw(path) as db:
+        return [r for (r,) in db.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (f'"{word}"',))]
+
+
+def _fts_is_consistent(path: Path) -> bool:
+    """FTS5's own check that the index holds exactly what the content table says."""
+    with _raw(path) as db:
+        db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
+    return True
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[SQLiteStorage]:
+    store = SQLiteStorage(tmp_path / "store", "contract")
+    yield store
+    store.close()
+
+
+# -- migrations ------------------------------------------------------------------------
+
+
+def test_a_new_store_records_each_migration_by_name_in_order(storage: SQLiteStorage):
+    assert storage.applied_migrations() == MIGRATION_NAMES
+    assert all(name.startswith(f"m{n:03d}_") for n, name in enumerate(MIGRATION_NAMES, start=1))
+    assert _user_version(storage.path) == len(MIGRATIONS)
+
+
+def test_reopening_a_store_runs_none_of_its_migrations_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    folder = tmp_path / "store"
+    SQLiteStorage(folder).close()
+    with _raw(folder / DB_FILENAME) as db:
+        recorded = db.execute("SELECT name, applied_at FROM migrations ORDER BY rowid").fetchall()
+    ran: list[str] = []
+
+    def spy(migration: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
+        @functools.wraps(migration)
+        def run(db: sqlite3.Connection) -> None:
+            ran.append(migration.__name__)
+            migration(db)
+
+        return run
+
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", [spy(m) for m in MIGRATIONS])
+
+    reopened = SQLiteStorage(folder)
+    try:
+        assert ran == []
+        assert reopened.applied_migrations() == MIGRATION_NAMES
+    finally:
+        reopened.close()
+    with _raw(folder / DB_FILENAME) as db:
+        assert db.execute("SELECT name, applied_at FROM migrations ORDER BY rowid").fetchall() == recorded
+    assert _user_version(folder / DB_FILENAME) == len(MIGRATIONS)
+
+
+def test_a_store_from_a_newer_mnemo_is_refused_naming_both_schema_versions(tmp_path: Path):
+    folder = tmp_path / "store"
+    folder.mkdir()
+    newer = len(MIGRATIONS) + 3
+    with _raw(folder / DB_FILENAME) as db:
+        db.execute(f"PRAGMA user_version = {newer}")
+
+    with pytest.raises(StorageError) as refused:
+        SQLiteStorage(folder)
+
+    assert refused.value.details == {"schema_version": newer, "supported": len(MIGRATIONS)}
+    assert str(newer) in refused.value.message
+    assert str(len(MIGRATIONS)) in refused.value.message
+    # Refused means untouched: no schema written over the newer one.
+    assert _user_version(folder / DB_FILENAME) == newer
+    assert _tables(folder / DB_FILENAME) == set()
+
+
+def test_an_old_database_at_user_version_zero_without_tables_is_migrated_and_usable(tmp_path: Path):
+    home = tmp_path / "home"
+    path = Settings(home=home).store_folder("old") / DB_FILENAME
+    path.parent.mkdir(parents=True)
+    with _raw(path) as db:  # a real, non-empty SQLite file that holds no tables
+        db.execute("CREATE TABLE scratch (x)")
+        db.execute("DROP TABLE scratch")
+    assert path.stat().st_size > 0
+    assert _user_version(path) == 0
+
+    service = open_service(Settings(home=home), "old")
+    try:
+        assert service.storage.applied_migrations() == MIGRATION_NAMES
+        stored = service.store("Emma is lactose intolerant").memory
+        assert [h.memory.id for h in service.recall("lactose").hits] == [stored.id]
+    finally:
+        service.storage.close()
+    assert _user_version(path) == len(MIGRATIONS)
+    assert {"migrations", "memories", "versions", "backups", "memories_fts"} <= _tables(path)
+
+
+def test_a_migration_that_fails_leaves_the_store_at_its_previous_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    folder = tmp_path / "store"
+    SQLiteStorage(folder).close()
+
+    def m999_half_done(db: sqlite3.Connection) -> None:
+        db.execute("CREATE TABLE half_done (x)")
+        db.execute("SELECT * FROM no_such_table")
+
+    def m999_add_notes(db: sqlite3.Connection) -> None:
+        db.execute("CREATE TABLE notes (x)")
+
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", [*MIGRATIONS, m999_half_done])
+    with pytest.raises(StorageError):
+        SQLiteStorage(folder)
+    assert _user_version(folder / DB_FILENAME) == len(MIGRATIONS)
+    assert "half_done" not in _tables(folder / DB_FILENAME)
+
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", [*MIGRATIONS, m999_add_notes])
+    upgraded = SQLiteStorage(folder)
+    try:
+        assert upgraded.applied_migrations() == [*MIGRATION_NAMES, "m999_add_notes"]
+    finally:
+        upgraded.close()
+    assert _user_version(folder / DB_FILENAME) == len(MIGRATIONS) + 1
+    assert "notes" in _tables(folder / DB_FILENAME)
+
+
+# -- the text index follows the content --------------------------------------------------
+
+
+def test_an_updated_memory_is_found_by_its_new_words_and_no_longer_by_its_old_ones(service: MemoryService):
+    memory = service.store("The heron fishes in the marsh", auto_tag=False).memory
+
+    service.update(memory.id, content="The otter swims in the river")
+
+    assert [h.memory.id for h in service.recall("otter").hits] == [memory.id]
+    assert service.recall("heron").hits == []
+    path = service.storage.path
+    assert _fts_rowids(path, "heron") == []
+    assert len(_fts_rowids(path, "otter")) == 1
+    assert _fts_is_consistent(path)
+
+
+def test_edited_tags_are_found_and_removed_tags_are_not(service: MemoryService):
+    memory = service.store("Weekend plans on the water", tags=["kayak"], auto_tag=False).memory
+
+    service.update(memory.id, tags=TagEdit(add=("canoe",), remove=("kayak",)))
+
+    assert [h.memory.id for h in service.recall("canoe").hits] == [memory.id]
+    assert service.recall("kayak").hits == []
+    assert _fts_is_consistent(service.storage.path)
+
+
+def test_a_hard_delete_leaves_its_words_nowhere_in_the_index_the_history_or_the_backups(
+    service: MemoryService,
+):
+    for n in range(3):
+        service.store(f"Gardening note {n}: water the tomatoes")
+    memory = service.store("The secret codeword is zanzibar").memory
+    service.update(memory.id, content="The secret codeword is xylophone", reason="rotated")
+    soft = service.forget(memory.id, reason="privacy")
+    assert soft.backup_id is not None
+
+    hard = service.forget(memory.id, reason="privacy", hard_delete=True)
+
+    assert hard.deletion_type == "hard"
+    with pytest.raises(NotFound):
+        service.get(memory.id)
+    assert service.storage.backup(soft.backup_id) is None
+    path = service.storage.path
+    secrets = ("zanzibar", "xylophone")
+    with _raw(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM memories WHERE id = ?", (memory.id,)).fetchone() == (0,)
+        for word in secrets:
+            assert _fts_rowids(path, word) == []
+            # Not just unmatchable: the index's own pages no longer hold the word.
+            blocks = [b for (b,) in db.execute("SELECT block FROM memories_fts_data") if b]
+            assert not any(word.encode() in block for block in blocks), f"{word!r} is still in the FTS index"
+            for table in ("versions", "backups"):
+                rows = db.execute(f"SELECT * FROM {table}").fetchall()
+                assert not any(word in str(cell) for row in rows for cell in row), f"{word!r} is still in {table}"
+        previous = db.execute("SELECT previous FROM versions WHERE memory_id = ?", (memory.id,)).fetchall()
+        assert previous and all(p is None for (p,) in previous)
+        assert db.execute("SELECT COUNT(*) FROM backups WHERE memory_id = ?", (memory.id,)).fetchone() == (0,)
+    assert _fts_is_consistent(path)
+    # Who did what and when is kept, and the other memories are still found.
+    with _raw(path) as db:
+        actions = [
+            a for (a,) in db.execute("SELECT action FROM versions WHERE memory_id = ? ORDER BY version", (memory.id,))
+        ]
+    assert actions == ["create", "update", "forget", "hard_delete"]
+    assert service.recall("tomatoes").total == 3
+
+
+# -- every change leaves a version ---------------------------------------------------------
+
+
+def test_every_change_writes_a_version_with_its_actor_reason_and_previous_content(
+    service: MemoryService, clock: ManualClock
+):
+    created = service.store("Emma lives in Lyon", actor="alice").memory
+    clock.advance(minutes=1)
+    updated = service.update(created.id, content="Emma lives in Porto", reason="moved house", actor="bob").memory
+    clock.advance(minutes=1)
+    service.forget(created.id, reason="outdated", reason_details="no longer true", actor="carol")
+
+    history = service.storage.history(created.id)
+
+    assert [(c.action, c.version, c.actor, c.reason) for c in history] == [
+        ("create", 1, "alice", None),
+        ("update", 2, "bob", "moved house"),
+        ("forget", 3, "carol", "outdated: no longer true"),
+    ]
+    assert [c.at for c in history] == [created.created_at, updated.updated_at, clock.now()]
+    assert history[0].previous is None
+    assert history[1].previous is not None
+    assert (history[1].previous.content, history[1].previous.version) == ("Emma lives in Lyon", 1)
+    assert history[2].previous is not None
+    assert (history[2].previous.content, history[2].previous.version) == ("Emma lives in Porto", 2)
+    assert history[2].previous.status is Status.ACTIVE
+    with _raw(service.storage.path) as db:
+        rows = db.execute("SELECT COUNT(*) FROM versions WHERE memory_id = ?", (created.id,)).fetchone()
+    assert rows == (3,)
+
+
+def test_a_change_without_a_named_actor_is_credited_to_the_memorys_user_or_else_the_service(
+    service: MemoryService,
+):
+    owned = service.store("Emma prefers tea", context=Context(user_id="emma")).memory
+    unowned = service.store("The office closes at six").memory
+
+    assert [c.actor for c in service.history(owned.id)] == ["emma"]
+    assert [c.actor for c in service.history(unowned.id)] == [service.actor]
+
+
+def test_an_update_that_changes_nothing_writes_no_version(service: MemoryService):
+    memory = service.store("Emma prefers tea", importance=0.4).memory
+
+    result = service.update(memory.id, importance=0.4)
+
+    assert result.updated_fields == []
+    assert result.previous_version_id is None
+    assert service.get(memory.id).version == 1
+    assert [c.action for c in service.history(memory.id)] == ["create"]
+
+
+# -- driver errors become mnemo errors ------------------------------------------------------
+
+
+def test_a_file_that_is_not_a_database_is_reported_as_corrupted_data_not_a_driver_error(tmp_path: Path):
+    home = tmp_path / "home"
+    path = Settings(home=home).store_folder("broken") / DB_FILENAME
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"these are my notes, not a database\n" * 200)
+
+    with pytest.raises(MnemoError) as opened:
+        open_service(Settings(home=home), "broken")
+
+    assert isinstance(opened.value, CorruptedData | StorageError)
+    assert not isinstance(opened.value, sqlite3.Error)
+    assert opened.value.details["path"] == str(path)
+    assert path.read_bytes().startswith(b"these are my notes")  # left for the user to inspect
+
+
+def test_a_writer_kept_waiting_past_the_busy_timeout_gets_locked_and_readers_are_not_blocked(
+    tmp_path: Path, clock: ManualClock
+):
+    storage = SQLiteStorage(tmp_path / "store", busy_timeout_s=0.2)
+    service = MemoryService(storage, clock)
+    try:
+        kept = service.store("Emma is lactose intolerant").memory
+        with _raw(storage.path) as other_writer:
+            other_writer.execute("BEGIN IMMEDIATE")
+            with pytest.raises(Locked):
+                service.store("Emma goes hiking in August")
+            assert [m.id for m in service.list().memories] == [kept.id]
+            other_writer.execute("ROLLBACK")
+        service.store("Emma goes hiking in August")
+        assert service.list().total == 2
+    finally:
+        storage.close()
+
+
+def _open_handles(path: Path) -> list[str]:
+    fds = Path("/proc/self/fd")
+    return [fd.name for fd in fds.iterdir() if os.path.realpath(fd) == str(path)]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files through /proc")
+@pytest.mark.parametrize("kind", ["not_a_database", "newer_schema"])
+def test_a_store_that_refuses_to_open_keeps_no_handle_on_its_file(tmp_path: Path, kind: str):
+    folder = tmp_path / "store"
+    folder.mkdir()
+    path = folder / DB_FILENAME
+    if kind == "not_a_database":
+        path.write_bytes(b"not a database\n" * 300)
+    else:
+        with _raw(path) as db:
+            db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+
+    with pytest.raises(MnemoError):
+        SQLiteStorage(folder)
+
+    # An open handle would keep the file locked on Windows, so the user could not move it aside.
+    assert _open_handles(path) == []
