@@ -70,9 +70,9 @@ def test_add_then_recall_finds_the_memory(mnemo: Invoke) -> None:
 def test_add_prints_the_auto_tags_beside_the_given_ones(mnemo: Invoke) -> None:
     stored = as_json(mnemo("add", "Emma prefers oat milk in her coffee", "--tag", "diet", "--json"))
 
-    assert stored["memory"]["tags"][0] == "diet"
+    assert stored["memory"]["tags"] == ["diet"]
     assert stored["auto_tags"]
-    assert set(stored["auto_tags"]) <= set(stored["memory"]["tags"])
+    assert stored["auto_tags"] == stored["memory"]["auto_tags"]
 
 
 def test_adding_the_same_content_twice_fails_with_duplicate_and_stores_one(mnemo: Invoke) -> None:

@@ -68,6 +68,15 @@ def test_tag_edits_replace_then_add_then_remove(service: MemoryService):
     assert updated.memory.tags == ("fitness", "health")
 
 
+def test_auto_tags_follow_the_content_when_it_changes(service: MemoryService):
+    memory = service.store("Goes hiking every weekend in the hills").memory
+    assert "hiking" in memory.auto_tags
+    updated = service.update(memory.id, content="Goes swimming every weekend at the lake").memory
+    assert "hiking" not in updated.all_tags
+    assert service.recall("hiking").total == 0
+    assert service.recall("swimming").total == 1
+
+
 def test_content_merged_past_the_limit_is_refused_and_nothing_changes(service: MemoryService):
     memory = service.store("a" * 40_000).memory
     with pytest.raises(InvalidInput):

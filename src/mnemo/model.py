@@ -156,7 +156,8 @@ class Memory:
     type: str | None = None
     category: str | None = None
     subject: str | None = None
-    tags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # the caller's
+    auto_tags: tuple[str, ...] = ()  # derived from the content; recomputed when it changes
     importance: float = 0.5
     confidence: float | None = None
     agent_name: str | None = None
@@ -178,6 +179,10 @@ class Memory:
     @property
     def signature(self) -> str:
         return content_signature(self.content)
+
+    @property
+    def all_tags(self) -> tuple[str, ...]:
+        return normalise_tags(self.tags + self.auto_tags)
 
     @property
     def word_signature(self) -> str:

@@ -248,7 +248,7 @@ class MemoryService:
                 )
 
         detected = Category(category) if category else enrich.detect_category(content)
-        extra_tags = enrich.auto_tags(content, given_tags, limit=max(0, min(5, MAX_TAGS - len(given_tags))))
+        extra_tags = enrich.auto_tags(content, given_tags)
         created = as_utc(timestamp) if timestamp else now
         memory = Memory(
             id=new_id(),
@@ -258,7 +258,8 @@ class MemoryService:
             accessed_at=created,
             store=self.storage.name,
             category=detected.value,
-            tags=given_tags + tuple(extra_tags) if auto_tag else given_tags,
+            tags=given_tags,
+            auto_tags=tuple(extra_tags) if auto_tag else (),
             importance=importance if importance is not None else enrich.estimate_importance(content, detected),
             metadata=dict(metadata or {}),
             context=context,
@@ -416,28 +417,9 @@ class MemoryService:
                     memory_id=memory_id,
                     current_version=current.version,
                 )
-            changes: dict[str, Any] = {}
-            if content is not None:
-                merged = {
-                    "replace": content,
-                    "append": f"{current.content}\n{content}",
-                    "prepend": f"{content}\n{current.content}",
-                }[merge_strategy]
-                _check_length("content", merged, MAX_CONTENT_CHARS)
-                changes["content"] = merged
-            if category is not None:
-                changes["category"] = category
-            if tags is not None:
-                new_tags = tags.apply(current.tags)
-                if len(new_tags) > MAX_TAGS:
-                    raise InvalidInput(f"at most {MAX_TAGS} tags are allowed", field="tags")
-                changes["tags"] = new_tags
-            if importance is not None:
-                changes["importance"] = importance
-            if access_level is not None:
-                changes["access_level"] = AccessLevel(access_level)
-            if expires_at is not UNSET:
-                changes["expires_at"] = as_utc(expires_at) if expires_at else None
+            changes = self._apply_updates(
+                current, content, merge_strategy, category, tags, importance, access_level, expires_at
+            )
             changed = {k: v for k, v in changes.items() if getattr(current, k) != v}
             if not changed:
                 return UpdateResult(current, [], None)
@@ -450,8 +432,43 @@ class MemoryService:
                 if expected_version is not None:
                     raise
                 continue
-            return UpdateResult(updated, list(changed), change.id)
+            return UpdateResult(updated, [k for k in changed if k != "auto_tags"], change.id)
         raise Conflict(f"memory {memory_id} kept changing while being updated", memory_id=memory_id)
+
+    @staticmethod
+    def _apply_updates(
+        current: Memory, content: str | None, merge_strategy: str, category: str | None, tags: TagEdit | None,
+        importance: float | None, access_level: AccessLevel | None, expires_at: datetime | None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """The fields an update sets, computed from the memory as it is now."""
+        changes: dict[str, Any] = {}
+        # An explicit tag edit applies to the tags the memory shows, and makes them all the caller's.
+        user_tags = current.tags if tags is None else tags.apply(current.all_tags)
+        if len([t for t in user_tags if t not in current.auto_tags]) > MAX_TAGS:
+            raise InvalidInput(f"at most {MAX_TAGS} tags are allowed", field="tags")
+        auto = current.auto_tags if tags is None else ()
+        if content is not None:
+            merged = {
+                "replace": content,
+                "append": f"{current.content}\n{content}",
+                "prepend": f"{content}\n{current.content}",
+            }[merge_strategy]
+            _check_length("content", merged, MAX_CONTENT_CHARS)
+            changes["content"] = merged
+            if auto:  # tags derived from the old words must not outlive them
+                auto = tuple(enrich.auto_tags(merged, user_tags, limit=len(auto)))
+        if tags is not None:
+            changes["tags"] = user_tags
+        changes["auto_tags"] = auto
+        if category is not None:
+            changes["category"] = category
+        if importance is not None:
+            changes["importance"] = importance
+        if access_level is not None:
+            changes["access_level"] = AccessLevel(access_level)
+        if expires_at is not UNSET:
+            changes["expires_at"] = as_utc(expires_at) if expires_at else None
+        return changes
 
     # -- forget ------------------------------------------------------------------------
     def forget(

@@ -41,8 +41,8 @@ _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
 _COLUMNS = (
-    "id, path, content, content_length, signature, word_signature, type, category, subject, tags, importance,"
-    " confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,"
+    "id, path, content, content_length, signature, word_signature, type, category, subject, tags, auto_tags,"
+    " importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,"
     " access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details,"
     " forgotten_at, recoverable_until, created_at, updated_at, accessed_at, access_count, version"
 )
@@ -85,7 +85,8 @@ def _dt(text: str | None) -> datetime | None:
 def _row_values(m: Memory) -> tuple[Any, ...]:
     return (
         m.id, m.path, m.content, m.content_length, m.signature, m.word_signature, m.type, m.category, m.subject,
-        json.dumps(list(m.tags)), m.importance, m.confidence, m.agent_name, m.entry_number,
+        json.dumps(list(m.tags)), json.dumps(list(m.auto_tags)), m.importance, m.confidence, m.agent_name,
+        m.entry_number,
         json.dumps(m.metadata), m.context.user_id, m.context.conversation_id, m.context.session_id,
         m.access_level.value, m.owner, _iso(m.expires_at), m.status.value, m.archive_tier,
         m.forget_reason, m.forget_details, _iso(m.forgotten_at), _iso(m.recoverable_until),
@@ -95,13 +96,14 @@ def _row_values(m: Memory) -> tuple[Any, ...]:
 
 def _memory(row: sqlite3.Row | tuple[Any, ...], store: str, offset: int = 1) -> Memory:
     """Build a Memory from a row laid out as ``_SELECT`` (rowid first, skipped by ``offset``)."""
-    (id_, path, content, _length, _signature, _word_signature, type_, category, subject, tags, importance, confidence,
-     agent_name, entry_number, metadata, user_id, conversation_id, session_id, access_level, owner,
-     expires_at, status, archive_tier, forget_reason, forget_details, forgotten_at,
+    (id_, path, content, _length, _signature, _word_signature, type_, category, subject, tags, auto_tags,
+     importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,
+     access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details, forgotten_at,
      recoverable_until, created_at, updated_at, accessed_at, access_count, version) = tuple(row)[offset:]  # fmt: skip
     return Memory(
         id=id_, store=store, path=path, content=content, type=type_, category=category, subject=subject,
-        tags=tuple(json.loads(tags)), importance=importance, confidence=confidence,
+        tags=tuple(json.loads(tags)), auto_tags=tuple(json.loads(auto_tags)), importance=importance,
+        confidence=confidence,
         agent_name=agent_name, entry_number=entry_number, metadata=json.loads(metadata),
         context=Context(user_id, conversation_id, session_id), access_level=AccessLevel(access_level),
         owner=owner, expires_at=_dt(expires_at), status=Status(status), archive_tier=archive_tier,
@@ -315,7 +317,7 @@ class SQLiteStorage:
                 )
             except sqlite3.IntegrityError as exc:
                 raise Conflict(f"memory {memory.id} or its path already exists", memory_id=memory.id) from exc
-            self._write_tags(db, cursor.lastrowid, memory.tags)
+            self._write_tags(db, cursor.lastrowid, memory.all_tags)
             db.executemany(
                 "INSERT OR IGNORE INTO links VALUES (?, ?, ?)",
                 [(memory.id, target, to_iso(change.at)) for target in link_to],
@@ -366,7 +368,7 @@ class SQLiteStorage:
                         f"memory {memory.id} changed since it was read (expected version {memory.version - 1})",
                         memory_id=memory.id,
                     )
-                self._write_tags(db, row[0], memory.tags)
+                self._write_tags(db, row[0], memory.all_tags)
                 self._write_change(db, change, memory)
             db.executemany(
                 "INSERT INTO backups VALUES (?, ?, ?, ?, ?)",
@@ -394,6 +396,11 @@ class SQLiteStorage:
                     (change.id, change.memory_id, change.version, change.action, change.actor,
                      change.reason, to_iso(change.at)),
                 )  # fmt: skip
+        # The write-ahead log still holds the deleted pages until a checkpoint copies it back and
+        # truncates it. Best effort: a reader in another process may hold the log, and then the
+        # next automatic checkpoint overwrites it.
+        with self._translated():
+            self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def purge_due(self, now: datetime) -> int:
         """Hard-delete soft-deleted memories whose retention has ended; drop lapsed backups."""

@@ -40,6 +40,7 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
             category TEXT,
             subject TEXT,
             tags TEXT NOT NULL DEFAULT '[]',
+            auto_tags TEXT NOT NULL DEFAULT '[]',
             importance REAL NOT NULL,
             confidence REAL,
             agent_name TEXT,
@@ -131,20 +132,22 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
         CREATE INDEX events_kind_at ON events(kind, at);
 
         CREATE VIRTUAL TABLE memories_fts USING fts5(
-            content, tags, content='memories', content_rowid='rowid',
+            content, tags, auto_tags, content='memories', content_rowid='rowid',
             tokenize='porter unicode61 remove_diacritics 2'
         );
         CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
-            INSERT INTO memories_fts(rowid, content, tags) VALUES (new.rowid, new.content, new.tags);
+            INSERT INTO memories_fts(rowid, content, tags, auto_tags)
+            VALUES (new.rowid, new.content, new.tags, new.auto_tags);
         END;
         CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_fts(memories_fts, rowid, content, tags)
-            VALUES ('delete', old.rowid, old.content, old.tags);
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags, auto_tags)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.auto_tags);
         END;
-        CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags ON memories BEGIN
-            INSERT INTO memories_fts(memories_fts, rowid, content, tags)
-            VALUES ('delete', old.rowid, old.content, old.tags);
-            INSERT INTO memories_fts(rowid, content, tags) VALUES (new.rowid, new.content, new.tags);
+        CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags, auto_tags ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags, auto_tags)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.auto_tags);
+            INSERT INTO memories_fts(rowid, content, tags, auto_tags)
+            VALUES (new.rowid, new.content, new.tags, new.auto_tags);
         END;
         """,
     )
