@@ -30,7 +30,7 @@ from mnemo.model import (
 )
 from mnemo.profiles import Omitted, Profile, run
 from mnemo.query import Sort, SortField
-from mnemo.service import UNSET, DateRange, MemoryService, MemoryStats, TagEdit
+from mnemo.service import METRICS, UNSET, DateRange, MemoryService, MemoryStats, TagEdit
 
 API_VERSION = "1.0.0"
 
@@ -153,18 +153,7 @@ class TimeRange(_Input):
     end: datetime | Omitted = None
 
 
-Metric = Literal[
-    "count",
-    "storage_size",
-    "category_distribution",
-    "importance_distribution",
-    "access_patterns",
-    "growth_rate",
-    "recall_frequency",
-    "consolidation_rate",
-    "deletion_rate",
-    "health_score",
-]
+Metric = Literal[METRICS]  # type: ignore[valid-type]  # the service's list is the spec's enum
 
 
 # -- outputs -------------------------------------------------------------------------------
