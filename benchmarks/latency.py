@@ -146,7 +146,7 @@ def main() -> None:
         print(json.dumps({"memories": args.memories, "load_per_s": args.memories / load_s, "latency": result}))
         return
     print(f"{args.memories:,} memories loaded at {args.memories / load_s:,.0f}/s (one transaction each)\n")
-    print(f"| operation | p50 ms | p95 ms |\n| --- | ---: | ---: |")
+    print("| operation | p50 ms | p95 ms |\n| --- | ---: | ---: |")
     for name, value in result.items():
         print(f"| {name} | {value['p50_ms']:.2f} | {value['p95_ms']:.2f} |")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,5 +45,23 @@ def server(settings: Settings, clock: ManualClock) -> Iterator[ProfileServer]:
 
 @pytest.fixture
 async def client(server: ProfileServer) -> AsyncIterator[Client]:
-    async with Client(server, raise_exceptions=True) as c:
-        yield c
+    """An in-memory MCP client, entered and left in one task of its own.
+
+    pytest-asyncio runs an async fixture's setup and teardown as two tasks, and the client's anyio
+    cancel scope must be left by the task that entered it.
+    """
+    ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+    done = asyncio.Event()
+
+    async def hold() -> None:
+        async with Client(server, raise_exceptions=True) as c:
+            ready.set_result(c)
+            await done.wait()
+
+    task = asyncio.create_task(hold())
+    await asyncio.wait([ready, task], return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        task.result()  # raises what kept the client from starting
+    yield ready.result()
+    done.set()
+    await task

@@ -53,14 +53,16 @@ class ProfileServer(MCPServer):
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
-                return self.profile.error_result(_describe(cause))
+                return self.profile.error_result(_describe(cause), self.service.clock.now())
             if isinstance(cause, MnemoError):
                 log.info("tool %s failed: %s %s", name, cause.code, cause.message)
-                return self.profile.error_result(cause)
+                return self.profile.error_result(cause, self.service.clock.now())
             if cause is None:  # the SDK's own refusal, e.g. an unknown tool name
-                return self.profile.error_result(InvalidInput(str(exc)))
+                return self.profile.error_result(InvalidInput(str(exc)), self.service.clock.now())
             log.exception("tool %s crashed", name, exc_info=cause)
-            return self.profile.error_result(MnemoError(f"internal error in {name}; see the server log"))
+            return self.profile.error_result(
+                MnemoError(f"internal error in {name}; see the server log"), self.service.clock.now()
+            )
 
 
 def build_server(

@@ -47,6 +47,7 @@ MAX_FILTER_VALUES = 100  # tags + categories + access levels in one query (beyon
 MAX_TREND_BUCKETS = 1_000
 CANDIDATE_POOL = 200  # text hits ranked per recall, before paging
 MAX_CONFLICT_RETRIES = 5
+CLOCK_SKEW = timedelta(minutes=5)  # how far ahead a client's clock may be when it dates a memory
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 DEFAULT_TREND_BUCKETS = {"hour": 48, "day": 30, "week": 26, "month": 24}
 
@@ -237,6 +238,8 @@ class MemoryService:
             raise InvalidInput(f"unknown category {category!r}", field="category")
         if expires_at is not None and as_utc(expires_at) <= now:
             raise InvalidInput("expires_at is in the past", field="expires_at")
+        if timestamp is not None and as_utc(timestamp) > now + CLOCK_SKEW:
+            raise InvalidInput("context.timestamp is in the future", field="context.timestamp")
         related = list(dict.fromkeys(related_memory_ids))
         self._require_existing(related)
         if self.max_memories is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -38,7 +39,7 @@ class Profile:
     spec: str
     instructions: str
     register: Callable[[MCPServer, MemoryService], None]
-    error_result: Callable[[MnemoError], CallToolResult]
+    error_result: Callable[[MnemoError, datetime], CallToolResult]
 
 
 def get_profile(name: str) -> Profile:

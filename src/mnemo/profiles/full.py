@@ -15,7 +15,6 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from mnemo import errors, ranking
-from mnemo.clock import SystemClock
 from mnemo.model import (
     MAX_CONTENT_CHARS,
     MAX_QUERY_CHARS,
@@ -313,7 +312,7 @@ _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
 ]
 
 
-def error_result(error: errors.MnemoError) -> CallToolResult:
+def error_result(error: errors.MnemoError, now: datetime) -> CallToolResult:
     """Spec 004's common error object, as a tool error the model can read."""
     code, status = next(((c, s) for kind, c, s in _ERRORS if isinstance(error, kind)), ("INTERNAL_ERROR", 500))
     body = {
@@ -324,7 +323,7 @@ def error_result(error: errors.MnemoError) -> CallToolResult:
             "message": error.message,
             "status": status,
             "details": error.details,
-            "timestamp": to_iso(SystemClock().now()),
+            "timestamp": to_iso(now),
             "request_id": new_id(),
         },
     }

@@ -201,7 +201,8 @@ class SQLiteStorage:
             with self._translated():
                 db = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None)
                 try:
-                    db.execute("PRAGMA journal_mode=WAL")
+                    # Switching a new file to WAL takes an exclusive lock and SQLite does not wait for it.
+                    self._execute_when_free(db, "PRAGMA journal_mode=WAL")
                     db.execute("PRAGMA synchronous=NORMAL")
                     db.execute("PRAGMA foreign_keys=ON")
                     # Deleted content is overwritten, so a hard delete leaves nothing in free pages.
@@ -233,7 +234,7 @@ class SQLiteStorage:
     def _write(self) -> Iterator[sqlite3.Connection]:
         db = self._connection()
         with self._translated():
-            self._begin_immediate(db)
+            self._execute_when_free(db, "BEGIN IMMEDIATE")
             try:
                 yield db
             except BaseException:
@@ -241,13 +242,16 @@ class SQLiteStorage:
                 raise
             db.execute("COMMIT")
 
-    def _begin_immediate(self, db: sqlite3.Connection) -> None:
-        # busy_timeout already waits; this retry covers the rare SQLITE_BUSY that WAL returns
-        # at once (e.g. while another process recovers the WAL index).
+    def _execute_when_free(self, db: sqlite3.Connection, statement: str) -> None:
+        """Run a statement, retrying while another process holds the lock, up to the busy timeout.
+
+        busy_timeout already waits in most cases; this covers the SQLITE_BUSY that SQLite returns
+        at once (a journal-mode switch, or while another process recovers the WAL index).
+        """
         deadline = time.monotonic() + self._busy_timeout_s
         while True:
             try:
-                db.execute("BEGIN IMMEDIATE")
+                db.execute(statement)
                 return
             except sqlite3.OperationalError as exc:
                 busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES
