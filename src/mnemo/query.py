@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from mnemo.model import Status
+from mnemo.errors import InvalidInput
+from mnemo.model import Status, as_utc
 
 
 class SortField(StrEnum):
@@ -61,3 +62,13 @@ class Position:
 class TextHit:
     memory_id: str
     score: float  # BM25, higher is better
+
+
+@dataclass(frozen=True, slots=True)
+class DateRange:
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.start and self.end and as_utc(self.start) > as_utc(self.end):
+            raise InvalidInput("date range start is after its end", start=str(self.start), end=str(self.end))

@@ -11,13 +11,13 @@ import binascii
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from mnemo import enrich, ranking
 from mnemo.clock import Clock, SystemClock
-from mnemo.errors import Conflict, InvalidInput, NotFound, QuotaExceeded, ScopeNotFound, TooComplex
+from mnemo.errors import Conflict, InvalidInput, NotFound, QuotaExceeded, TooComplex
 from mnemo.model import (
     DEFAULT_RETENTION_DAYS,
     MAX_CONTENT_CHARS,
@@ -39,17 +39,15 @@ from mnemo.model import (
     new_id,
     normalise_tags,
 )
-from mnemo.query import Filters, Position, Sort, SortField
-from mnemo.storage import Granularity, GroupKey, Storage
+from mnemo.query import DateRange, Filters, Position, Sort
+from mnemo.stats import StatsReport, report
+from mnemo.storage import Storage
 from mnemo.words import search_terms
 
 MAX_FILTER_VALUES = 100  # tags + categories + access levels in one query (beyond: 413)
-MAX_TREND_BUCKETS = 1_000
 CANDIDATE_POOL = 200  # text hits ranked per recall, before paging
 MAX_CONFLICT_RETRIES = 5
 CLOCK_SKEW = timedelta(minutes=5)  # how far ahead a client's clock may be when it dates a memory
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-DEFAULT_TREND_BUCKETS = {"hour": 48, "day": 30, "week": 26, "month": 24}
 
 
 class _Unset:
@@ -60,16 +58,6 @@ class _Unset:
 
 
 UNSET: Any = _Unset()
-
-
-@dataclass(frozen=True, slots=True)
-class DateRange:
-    start: datetime | None = None
-    end: datetime | None = None
-
-    def __post_init__(self) -> None:
-        if self.start and self.end and as_utc(self.start) > as_utc(self.end):
-            raise InvalidInput("date range start is after its end", start=str(self.start), end=str(self.end))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,30 +127,7 @@ class ListPage:
     stats: dict[str, MemoryStats] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class StatsReport:
-    scope: str
-    scope_id: str | None
-    start: datetime
-    end: datetime
-    statistics: dict[str, Any]
-    trends: dict[str, list[dict[str, Any]]] | None
-    generated_at: datetime
-
-
 STATUS_NAMES = {"active": Status.ACTIVE, "archived": Status.ARCHIVED, "deleted": Status.FORGOTTEN}
-METRICS = (
-    "count",
-    "storage_size",
-    "category_distribution",
-    "importance_distribution",
-    "access_patterns",
-    "growth_rate",
-    "recall_frequency",
-    "consolidation_rate",
-    "deletion_rate",
-    "health_score",
-)
 
 
 def _check_length(name: str, value: str | None, maximum: int) -> None:
@@ -634,234 +599,13 @@ class MemoryService:
         include_trends: bool = False,
         granularity: str = "day",
     ) -> StatsReport:
-        now = self.clock.now()
-        wanted = list(dict.fromkeys(metrics)) if metrics else list(METRICS)
-        unknown = [m for m in wanted if m not in METRICS]
-        if unknown:
-            raise InvalidInput(f"unknown metric {', '.join(unknown)}", field="metrics")
-        if granularity not in DEFAULT_TREND_BUCKETS:
-            raise InvalidInput(f"unknown granularity {granularity!r}", field="granularity")
-        scope_filters = self._scope_filters(scope, scope_id, now)
-        start = as_utc(time_range.start) if time_range.start else self._earliest(scope_filters) or now
-        end = as_utc(time_range.end) if time_range.end else now
-        if start > end:
-            raise InvalidInput("time_range start is after its end", field="time_range")
-        every = _replace_filters(scope_filters, created_from=start, created_to=end)
-        calculator = _StatsCalculator(self.storage, every, start, end)
-        statistics = {name: getattr(calculator, name)() for name in wanted}
-        trends = None
-        if include_trends:
-            trends = {"memory_count": self._trend(scope_filters, granularity, time_range, now)}
-        return StatsReport(scope, scope_id, start, end, statistics, trends, now)
-
-    def _scope_filters(self, scope: str, scope_id: str | None, now: datetime) -> Filters:
-        base = Filters(now=now, statuses=None, include_expired=True)
-        match scope:
-            case "global":
-                return base
-            case "user":
-                # Without an id, "user" is the caller; a local (stdio) caller owns the whole store.
-                filters = _replace_filters(base, user_id=scope_id)
-            case "conversation":
-                if not scope_id:
-                    raise InvalidInput("scope 'conversation' needs a scope_id", field="scope_id")
-                filters = _replace_filters(base, conversation_id=scope_id)
-            case "category":
-                if scope_id not in Category.__members__.values():
-                    raise InvalidInput("scope 'category' needs a scope_id naming a category", field="scope_id")
-                return _replace_filters(base, categories=(scope_id,))
-            case _:
-                raise InvalidInput(f"unknown scope {scope!r}", field="scope")
-        if scope_id is not None and self.storage.count(filters) == 0:
-            raise ScopeNotFound(f"no memories in {scope} {scope_id!r}", scope=scope, scope_id=scope_id)
-        return filters
-
-    def _earliest(self, filters: Filters) -> datetime | None:
-        first = self.storage.list(filters, Sort(SortField.CREATED_AT, descending=False), 1)
-        return first[0][0].created_at if first else None
-
-    def _trend(self, filters: Filters, granularity: str, window: DateRange, now: datetime) -> list[dict[str, Any]]:
-        """Memories in scope at the end of each bucket (created by then)."""
-        unit = Granularity(granularity)
-        end = as_utc(window.end) if window.end else now
-        start = (
-            as_utc(window.start)
-            if window.start
-            else _step(_bucket_start(end, unit), unit, 1 - DEFAULT_TREND_BUCKETS[granularity])
+        return report(
+            self.storage,
+            self.clock.now(),
+            scope=scope,
+            scope_id=scope_id,
+            time_range=time_range,
+            metrics=metrics,
+            include_trends=include_trends,
+            granularity=granularity,
         )
-        buckets = [_bucket_start(start, unit)]
-        while (following := _step(buckets[-1], unit, 1)) <= end:
-            buckets.append(following)
-            if len(buckets) > MAX_TREND_BUCKETS:
-                raise InvalidInput(
-                    f"the time range spans more than {MAX_TREND_BUCKETS} {granularity}s; narrow it or coarsen "
-                    "the granularity",
-                    field="granularity",
-                )
-        before = self.storage.count(_replace_filters(filters, created_to=buckets[0] - timedelta(microseconds=1)))
-        created = dict(
-            self.storage.created_histogram(_replace_filters(filters, created_from=buckets[0], created_to=end), unit)
-        )
-        series: list[dict[str, Any]] = []
-        running = before
-        for bucket in buckets:
-            label = _bucket_label(bucket, unit)
-            running += created.get(label, 0)
-            series.append({"date": label, "value": running})
-        return series
-
-
-def _replace_filters(filters: Filters, **changes: Any) -> Filters:
-    return replace(filters, **changes)
-
-
-def _bucket_start(when: datetime, unit: Granularity) -> datetime:
-    day = when.replace(hour=0, minute=0, second=0, microsecond=0)
-    match unit:
-        case Granularity.HOUR:
-            return when.replace(minute=0, second=0, microsecond=0)
-        case Granularity.DAY:
-            return day
-        case Granularity.WEEK:
-            return day - timedelta(days=day.weekday())
-        case Granularity.MONTH:
-            return day.replace(day=1)
-
-
-def _step(when: datetime, unit: Granularity, n: int) -> datetime:
-    match unit:
-        case Granularity.HOUR:
-            return when + timedelta(hours=n)
-        case Granularity.DAY:
-            return when + timedelta(days=n)
-        case Granularity.WEEK:
-            return when + timedelta(weeks=n)
-        case Granularity.MONTH:
-            months = when.year * 12 + when.month - 1 + n
-            return when.replace(year=months // 12, month=months % 12 + 1)
-
-
-def _bucket_label(when: datetime, unit: Granularity) -> str:
-    return when.strftime("%Y-%m-%dT%H:00:00Z") if unit is Granularity.HOUR else when.strftime("%Y-%m-%d")
-
-
-class _StatsCalculator:
-    """One method per metric of spec 004; each reads only what it needs."""
-
-    def __init__(self, storage: Storage, filters: Filters, start: datetime, end: datetime) -> None:
-        self.storage = storage
-        self.every = filters  # all statuses, created in the window
-        self.live = _replace_filters(filters, statuses=(Status.ACTIVE,))
-        self.start = start
-        self.end = end
-        self.days = max((end - start).total_seconds() / 86400, 1.0)
-
-    def count(self) -> dict[str, int]:
-        by_status = self.storage.group_count(self.every, GroupKey.STATUS)
-        return {
-            "total": sum(by_status.values()),
-            "active": by_status.get(Status.ACTIVE, 0),
-            "archived": by_status.get(Status.ARCHIVED, 0),
-            "deleted": by_status.get(Status.FORGOTTEN, 0),
-            "outdated": by_status.get(Status.OUTDATED, 0),
-        }
-
-    def storage_size(self) -> dict[str, int]:
-        totals = self.storage.totals(self.every)
-        return {
-            "total_bytes": totals.content_bytes,
-            "average_memory_bytes": totals.content_bytes // totals.count if totals.count else 0,
-            "embeddings_bytes": 0,  # recall is by words; no vectors are stored yet
-            "database_file_bytes": self.storage.size_bytes(),
-        }
-
-    def category_distribution(self) -> dict[str, int]:
-        return self.storage.group_count(self.live, GroupKey.CATEGORY)
-
-    def importance_distribution(self) -> dict[str, int]:
-        bands = self.storage.group_count(self.live, GroupKey.IMPORTANCE_BAND)
-        return {band: bands.get(band, 0) for band in ("high", "medium", "low")}
-
-    def access_patterns(self) -> dict[str, Any]:
-        totals = self.storage.totals(self.live)
-        top = self.storage.list(self.live, Sort(SortField.ACCESS_COUNT), 1)
-        most = top[0][0] if top and top[0][0].access_count > 0 else None
-        return {
-            "total_recalls": totals.access_total,
-            "unique_memories_accessed": totals.accessed_count,
-            "average_recalls_per_memory": round(totals.access_total / totals.count, 2) if totals.count else 0.0,
-            "most_accessed_memory_id": most.id if most else None,
-            "most_accessed_count": most.access_count if most else 0,
-        }
-
-    def growth_rate(self) -> dict[str, Any]:
-        middle = self.start + (self.end - self.start) / 2
-        first = self.storage.count(_replace_filters(self.every, created_to=middle))
-        second = self.storage.count(_replace_filters(self.every, created_from=middle))
-        # Halves shorter than a day say more about the clock than about growth.
-        if self.days < 2:
-            change, trend = 0.0, "insufficient_data"
-        else:
-            change = (second - first) / first * 100 if first else (100.0 if second else 0.0)
-            trend = "increasing" if change > 5 else "decreasing" if change < -5 else "stable"
-        return {
-            "memories_per_day": round((first + second) / self.days, 2),
-            "trend": trend,
-            "percent_change": round(change, 1),
-        }
-
-    def recall_frequency(self) -> dict[str, Any]:
-        pattern = self.storage.event_pattern("recall", self.start, self.end)
-        peak_hour = max(pattern.by_hour, key=pattern.by_hour.__getitem__) if pattern.by_hour else None
-        peak_day = max(pattern.by_weekday, key=pattern.by_weekday.__getitem__) if pattern.by_weekday else None
-        return {
-            "daily_average": round(pattern.total / self.days, 2),
-            "peak_hour": peak_hour,
-            "peak_day": WEEKDAYS[peak_day] if peak_day is not None else None,
-        }
-
-    def consolidation_rate(self) -> dict[str, Any]:
-        changes = self.storage.change_counts(self.start, self.end, self.every)
-        merged = changes.get("consolidated", 0)
-        total = self.storage.count(self.every)
-        return {
-            "consolidations_per_week": round(changes.get("consolidate", 0) / (self.days / 7), 2),
-            "memories_consolidated": merged,
-            "consolidation_ratio": round(merged / total, 3) if total else 0.0,
-        }
-
-    def deletion_rate(self) -> dict[str, Any]:
-        changes = self.storage.change_counts(self.start, self.end, self.every)
-        soft, hard = changes.get("forget", 0), changes.get("hard_delete", 0)
-        ever = self.storage.count(self.every) + hard
-        return {
-            "deletions_per_week": round((soft + hard) / (self.days / 7), 2),
-            "soft_deletes": soft,
-            "hard_deletes": hard,
-            "deletion_ratio": round((soft + hard) / ever, 3) if ever else 0.0,
-        }
-
-    def health_score(self) -> dict[str, Any]:
-        """Four factors in [0, 1], each computed from the data; overall is their mean.
-
-        - deduplication: share of active memories that do not repeat the words of another (same
-          content words in any order, for the same user).
-        - categorization_accuracy: share of active memories filed under a specific category
-          (not ``custom``), i.e. that enrichment or the caller could place.
-        - access_distribution: share of active memories recalled at least once: memory that is
-          never used is dead weight.
-        - storage_efficiency: share of stored content bytes that belong to active memories rather
-          than to deleted, outdated or archived ones still held.
-        An empty scope scores 1.0 on every factor: nothing in it is unhealthy.
-        """
-        live = self.storage.totals(self.live)
-        held = self.storage.totals(self.every)
-        categories = self.storage.group_count(self.live, GroupKey.CATEGORY)
-        factors = {
-            "deduplication": 1 - self.storage.duplicate_count(self.live) / live.count if live.count else 1.0,
-            "categorization_accuracy": (1 - categories.get(Category.CUSTOM, 0) / live.count if live.count else 1.0),
-            "access_distribution": live.accessed_count / live.count if live.count else 1.0,
-            "storage_efficiency": live.content_bytes / held.content_bytes if held.content_bytes else 1.0,
-        }
-        rounded = {name: round(value, 3) for name, value in factors.items()}
-        return {"overall": round(sum(factors.values()) / len(factors), 3), "factors": rounded}

@@ -28,8 +28,9 @@ from mnemo.model import (
     to_iso,
 )
 from mnemo.profiles import Omitted, Profile, run
-from mnemo.query import Sort, SortField
-from mnemo.service import METRICS, UNSET, DateRange, MemoryService, MemoryStats, TagEdit
+from mnemo.query import DateRange, Sort, SortField
+from mnemo.service import UNSET, MemoryService, MemoryStats, TagEdit
+from mnemo.stats import METRICS
 
 API_VERSION = "1.0.0"
 
