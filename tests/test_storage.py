@@ -20,6 +20,7 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.errors import CorruptedData, Locked, MnemoError, NotFound, StorageError
 from mnemo.model import Context, Status
+from mnemo.query import Filters
 from mnemo.service import MemoryService, TagEdit
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
@@ -347,3 +348,15 @@ def test_a_store_that_refuses_to_open_keeps_no_handle_on_its_file(tmp_path: Path
 
     # An open handle would keep the file locked on Windows, so the user could not move it aside.
     assert _open_handles(path) == []
+
+
+def test_text_search_finds_the_true_best_match_when_the_best_hits_are_filtered_out(service: MemoryService):
+    hidden = [service.store(f"zebra zebra zebra stripes number {i}").memory for i in range(6)]
+    for memory in hidden:
+        service.forget(memory.id)
+    visible = service.store("a lone zebra was seen near the river, among many other animals").memory
+    filters = Filters(now=service.clock.now())
+    hits = service.storage.search_text(["zebra"], filters, limit=1)
+    assert [h.memory_id for h in hits] == [visible.id]
+    with_attribute = Filters(now=service.clock.now(), categories=(visible.category or "custom",))
+    assert [h.memory_id for h in service.storage.search_text(["zebra"], with_attribute, limit=1)] == [visible.id]

@@ -43,6 +43,18 @@ class Filters:
     importance_max: float | None = None
     include_expired: bool = False
 
+    @property
+    def selects_by_attribute(self) -> bool:
+        """True when more than status and expiry decide: such filters may keep few memories."""
+        return any(
+            value is not None
+            for value in (
+                self.ids, self.categories, self.tags_any, self.tags_all, self.types, self.user_id,
+                self.conversation_id, self.access_levels, self.created_from, self.created_to,
+                self.importance_min, self.importance_max,
+            )
+        )  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class Sort:

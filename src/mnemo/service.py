@@ -296,8 +296,10 @@ class MemoryService:
             access_levels=tuple(access_levels) if access_levels else None,
         )
         terms = search_terms(query)
-        hits = self.storage.search_text(terms, filters, max(CANDIDATE_POOL, 3 * (offset + limit)))
-        total = self.storage.count_text(terms, filters) if hits else 0
+        pool = max(CANDIDATE_POOL, 3 * (offset + limit))
+        hits = self.storage.search_text(terms, filters, pool)
+        # A pool that came back short holds every match; only a full one needs counting.
+        total = len(hits) if len(hits) < pool else self.storage.count_text(terms, filters)
         memories = {m.id: m for m in self.storage.get_many([h.memory_id for h in hits])}
         max_access = self.storage.max_access_count() if hits else 0
         relevance = ranking.normalise_relevance([h.score for h in hits])

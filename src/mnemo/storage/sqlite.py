@@ -37,6 +37,7 @@ from mnemo.storage import EventPattern, Granularity, GroupKey, Totals
 from mnemo.storage.sqlite_schema import MIGRATIONS
 
 DB_FILENAME = "memory.db"
+TOP_FIRST_FACTOR = 3  # how many more best text hits than asked for are checked against filters
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
@@ -204,6 +205,7 @@ class SQLiteStorage:
                     # Switching a new file to WAL takes an exclusive lock and SQLite does not wait for it.
                     self._execute_when_free(db, "PRAGMA journal_mode=WAL")
                     db.execute("PRAGMA synchronous=NORMAL")
+                    db.execute("PRAGMA mmap_size=268435456")  # reads from the OS page cache
                     db.execute("PRAGMA foreign_keys=ON")
                     # Deleted content is overwritten, so a hard delete leaves nothing in free pages.
                     db.execute("PRAGMA secure_delete=ON")
@@ -465,18 +467,52 @@ class SQLiteStorage:
 
     # -- finding -----------------------------------------------------------------------
     def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
+        """The best ``limit`` matches that pass the filters, best first.
+
+        Fast path, when only status and expiry filter: rank by BM25 inside FTS5 alone, then check
+        the filters on just the best ``TOP_FIRST_FACTOR * limit`` hits. Filters on attributes (a
+        user, tags, dates...) may reject most of those, so they, and a fast path that came up
+        short, join every match with its memory and filter.
+        """
         if not terms:
             return []
         where, params = _where(filters)
+        expression = _match_expression(terms)
+        window = TOP_FIRST_FACTOR * limit
         with self._read() as db:
+            if not filters.selects_by_attribute:
+                hits = self._best_then_filter(db, expression, where, params, limit, window)
+                if hits is not None:
+                    return hits
             rows = db.execute(
-                "WITH hits AS (SELECT rowid, -bm25(memories_fts) AS score FROM memories_fts"
-                " WHERE memories_fts MATCH ?)"
-                f" SELECT m.id, hits.score FROM hits JOIN memories m ON m.rowid = hits.rowid WHERE {where}"
-                " ORDER BY hits.score DESC LIMIT ?",
-                [_match_expression(terms), *params, limit],
+                "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts"
+                " JOIN memories m ON m.rowid = memories_fts.rowid"
+                f" WHERE memories_fts MATCH ? AND {where} ORDER BY score DESC LIMIT ?",
+                [expression, *params, limit],
             ).fetchall()
         return [TextHit(memory_id, score) for memory_id, score in rows]
+
+    @staticmethod
+    def _best_then_filter(
+        db: sqlite3.Connection, expression: str, where: str, params: list[Any], limit: int, window: int
+    ) -> list[TextHit] | None:
+        """The top hits by BM25 that pass the filters, or None if too few of the best passed."""
+        best = db.execute(
+            "SELECT rowid, -bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?"
+            " ORDER BY score DESC LIMIT ?",
+            [expression, window],
+        ).fetchall()
+        scores = dict(best)
+        # CROSS JOIN fixes the loop order: look up each hit by rowid (a plain IN let the planner
+        # walk the status index through every active memory instead).
+        passing = db.execute(
+            f"SELECT m.rowid, m.id FROM json_each(?) AS hit CROSS JOIN memories m ON m.rowid = hit.value WHERE {where}",
+            [json.dumps(list(scores)), *params],
+        ).fetchall()
+        if len(passing) < limit and len(best) == window:
+            return None
+        ranked = sorted(((scores[rowid], memory_id) for rowid, memory_id in passing), reverse=True)
+        return [TextHit(memory_id, score) for score, memory_id in ranked[:limit]]
 
     def count_text(self, terms: Sequence[str], filters: Filters) -> int:
         if not terms:
