@@ -13,18 +13,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
-METRICS = [
-    "count",
-    "storage_size",
-    "category_distribution",
-    "importance_distribution",
-    "access_patterns",
-    "growth_rate",
-    "recall_frequency",
-    "consolidation_rate",
-    "deletion_rate",
-    "health_score",
-]
+from spec004 import METRICS
+
 EVERY_STATUS = {"status": ["active", "archived", "deleted"]}
 
 
