@@ -177,3 +177,11 @@ def test_trends_count_memories_per_bucket_cumulatively(service: MemoryService, c
     series = report.trends["memory_count"] if report.trends else []
     assert series[-1]["value"] == 2
     assert [point["value"] for point in series[-3:]] == [1, 1, 2]
+
+
+def test_subjects_match_whatever_their_case_and_spacing(service: MemoryService):
+    service.store("Is lactose intolerant", subject=" Emma ")
+    service.store("Plays the drums", subject="Liam")
+    assert [m.subject for m in service.list(subject="emma").memories] == ["Emma"]
+    assert service.recall("lactose", subject="EMMA").total == 1
+    assert service.recall("lactose", subject="Liam").total == 0

@@ -116,6 +116,11 @@ def normalise_text(text: str) -> str:
     return _EDGE_PUNCT.sub("", _SPACE.sub(" ", folded).strip())
 
 
+def subject_key(subject: str) -> str:
+    """ "emma", " Emma " and "EMMA" are one subject."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", subject)).strip().casefold()
+
+
 def content_signature(text: str) -> str:
     """The key of exact-duplicate detection: a hash of the normalised text."""
     return hashlib.sha256(normalise_text(text).encode()).hexdigest()[:32]
@@ -179,6 +184,10 @@ class Memory:
     @property
     def signature(self) -> str:
         return content_signature(self.content)
+
+    @property
+    def subject_key(self) -> str | None:
+        return None if self.subject is None else subject_key(self.subject)
 
     @property
     def all_tags(self) -> tuple[str, ...]:

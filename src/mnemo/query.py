@@ -36,6 +36,7 @@ class Filters:
     types: tuple[str, ...] | None = None
     user_id: str | None = None
     conversation_id: str | None = None
+    subject_key: str | None = None
     access_levels: tuple[str, ...] | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
@@ -50,7 +51,7 @@ class Filters:
             value is not None
             for value in (
                 self.ids, self.categories, self.tags_any, self.tags_all, self.types, self.user_id,
-                self.conversation_id, self.access_levels, self.created_from, self.created_to,
+                self.conversation_id, self.subject_key, self.access_levels, self.created_from, self.created_to,
                 self.importance_min, self.importance_max,
             )
         )  # fmt: skip

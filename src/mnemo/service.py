@@ -38,6 +38,7 @@ from mnemo.model import (
     as_utc,
     new_id,
     normalise_tags,
+    subject_key,
 )
 from mnemo.query import DateRange, Filters, Position, Sort
 from mnemo.stats import StatsReport, report
@@ -184,6 +185,7 @@ class MemoryService:
         context: Context = Context(),
         timestamp: datetime | None = None,
         category: str | None = None,
+        subject: str | None = None,
         tags: Sequence[str] = (),
         importance: float | None = None,
         access_level: AccessLevel = AccessLevel.PRIVATE,
@@ -226,6 +228,7 @@ class MemoryService:
             accessed_at=created,
             store=self.storage.name,
             category=detected.value,
+            subject=subject.strip() if subject and subject.strip() else None,
             tags=given_tags,
             auto_tags=tuple(extra_tags) if auto_tag else (),
             importance=importance if importance is not None else enrich.estimate_importance(content, detected),
@@ -266,6 +269,7 @@ class MemoryService:
         min_importance: float | None = None,
         user_id: str | None = None,
         conversation_id: str | None = None,
+        subject: str | None = None,
         access_levels: Sequence[str] | None = None,
         weights: ranking.Weights = ranking.Weights(),
         decay: ranking.Decay = ranking.Decay.EXPONENTIAL,
@@ -293,6 +297,7 @@ class MemoryService:
             importance_min=min_importance,
             user_id=user_id,
             conversation_id=conversation_id,
+            subject_key=subject_key(subject) if subject else None,
             access_levels=tuple(access_levels) if access_levels else None,
         )
         terms = search_terms(query)
@@ -515,6 +520,7 @@ class MemoryService:
         importance_max: float | None = None,
         user_id: str | None = None,
         conversation_id: str | None = None,
+        subject: str | None = None,
         access_levels: Sequence[str] | None = None,
         statuses: Sequence[str] = ("active",),
         sort: Sort = Sort(),
@@ -546,6 +552,7 @@ class MemoryService:
             importance_max=importance_max,
             user_id=user_id,
             conversation_id=conversation_id,
+            subject_key=subject_key(subject) if subject else None,
             access_levels=tuple(access_levels) if access_levels else None,
         )
         rows = self.storage.list(filters, sort, limit + 1, offset if after is None else 0, after)

@@ -42,8 +42,9 @@ _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
 _COLUMNS = (
-    "id, path, content, content_length, signature, word_signature, type, category, subject, tags, auto_tags,"
-    " importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,"
+    "id, path, content, content_length, signature, word_signature, type, category, subject, subject_key,"
+    " tags, auto_tags, importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id,"
+    " session_id,"
     " access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details,"
     " forgotten_at, recoverable_until, created_at, updated_at, accessed_at, access_count, version"
 )
@@ -85,10 +86,10 @@ def _dt(text: str | None) -> datetime | None:
 
 def _row_values(m: Memory) -> tuple[Any, ...]:
     return (
-        m.id, m.path, m.content, m.content_length, m.signature, m.word_signature, m.type, m.category, m.subject,
-        json.dumps(list(m.tags)), json.dumps(list(m.auto_tags)), m.importance, m.confidence, m.agent_name,
-        m.entry_number,
-        json.dumps(m.metadata), m.context.user_id, m.context.conversation_id, m.context.session_id,
+        m.id, m.path, m.content, m.content_length, m.signature, m.word_signature, m.type, m.category,
+        m.subject, m.subject_key, json.dumps(list(m.tags)), json.dumps(list(m.auto_tags)), m.importance,
+        m.confidence, m.agent_name, m.entry_number, json.dumps(m.metadata), m.context.user_id,
+        m.context.conversation_id, m.context.session_id,
         m.access_level.value, m.owner, _iso(m.expires_at), m.status.value, m.archive_tier,
         m.forget_reason, m.forget_details, _iso(m.forgotten_at), _iso(m.recoverable_until),
         to_iso(m.created_at), to_iso(m.updated_at), to_iso(m.accessed_at), m.access_count, m.version,
@@ -97,15 +98,14 @@ def _row_values(m: Memory) -> tuple[Any, ...]:
 
 def _memory(row: sqlite3.Row | tuple[Any, ...], store: str, offset: int = 1) -> Memory:
     """Build a Memory from a row laid out as ``_SELECT`` (rowid first, skipped by ``offset``)."""
-    (id_, path, content, _length, _signature, _word_signature, type_, category, subject, tags, auto_tags,
-     importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,
+    (id_, path, content, _length, _signature, _word_signature, type_, category, subject, _subject_key, tags,
+     auto_tags, importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,
      access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details, forgotten_at,
      recoverable_until, created_at, updated_at, accessed_at, access_count, version) = tuple(row)[offset:]  # fmt: skip
     return Memory(
         id=id_, store=store, path=path, content=content, type=type_, category=category, subject=subject,
         tags=tuple(json.loads(tags)), auto_tags=tuple(json.loads(auto_tags)), importance=importance,
-        confidence=confidence,
-        agent_name=agent_name, entry_number=entry_number, metadata=json.loads(metadata),
+        confidence=confidence, agent_name=agent_name, entry_number=entry_number, metadata=json.loads(metadata),
         context=Context(user_id, conversation_id, session_id), access_level=AccessLevel(access_level),
         owner=owner, expires_at=_dt(expires_at), status=Status(status), archive_tier=archive_tier,
         forget_reason=forget_reason, forget_details=forget_details, forgotten_at=_dt(forgotten_at),
@@ -143,7 +143,11 @@ def _where(f: Filters) -> tuple[str, list[Any]]:
         among("m.type", f.types)
     if f.access_levels is not None:
         among("m.access_level", f.access_levels)
-    for column, value in (("m.user_id", f.user_id), ("m.conversation_id", f.conversation_id)):
+    for column, value in (
+        ("m.user_id", f.user_id),
+        ("m.conversation_id", f.conversation_id),
+        ("m.subject_key", f.subject_key),
+    ):
         if value is not None:
             clauses.append(f"{column} = ?")
             params.append(value)

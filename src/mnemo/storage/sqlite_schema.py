@@ -39,6 +39,7 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
             type TEXT,
             category TEXT,
             subject TEXT,
+            subject_key TEXT,
             tags TEXT NOT NULL DEFAULT '[]',
             auto_tags TEXT NOT NULL DEFAULT '[]',
             importance REAL NOT NULL,
@@ -74,6 +75,7 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
         CREATE INDEX memories_status_length ON memories(status, content_length);
         CREATE INDEX memories_category ON memories(category, status);
         CREATE INDEX memories_type ON memories(type, status);
+        CREATE INDEX memories_subject ON memories(subject_key, status);
         CREATE INDEX memories_user ON memories(user_id, status, created_at);
         CREATE INDEX memories_conversation ON memories(conversation_id, status, created_at);
         CREATE INDEX memories_access_level ON memories(access_level, status);
