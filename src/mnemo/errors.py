@@ -13,6 +13,7 @@ these, once each, into their spec's error shape. Storage adapters map driver err
     ├── PermissionDenied    PERMISSION_DENIED   the caller may not touch this memory
     ├── TooComplex          QUERY_TOO_COMPLEX   a query with more filter values than allowed
     ├── QuotaExceeded       QUOTA_EXCEEDED      the store holds its configured maximum
+    ├── EmbeddingError      EMBEDDING_ERROR     the embedding model failed or is not installed
     ├── CorruptedData       CORRUPTED_DATA      the store failed its integrity check
     └── StorageError        STORAGE_ERROR       the store could not be read or written
 """
@@ -69,6 +70,10 @@ class TooComplex(MnemoError):
 
 class QuotaExceeded(MnemoError):
     code = "QUOTA_EXCEEDED"
+
+
+class EmbeddingError(MnemoError):
+    code = "EMBEDDING_ERROR"
 
 
 class CorruptedData(MnemoError):

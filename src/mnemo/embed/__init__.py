@@ -1,0 +1,37 @@
+"""Embedders turn text into unit-length vectors; one small Protocol, several implementations.
+
+- ``local``: all-MiniLM-L6-v2 run by onnxruntime on the CPU (the default; no network).
+- ``http``: any OpenAI-compatible ``/v1/embeddings`` endpoint (Ollama, OpenAI, vLLM).
+- ``fake``: a deterministic hashing embedder for fast tests.
+
+Every implementation returns float32 vectors of length ``dimension`` with L2 norm 1, so a dot
+product is the cosine similarity. Failures raise ``mnemo.errors.EmbeddingError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+class Embedder(Protocol):
+    @property
+    def name(self) -> str:
+        """Identifies the model and its variant; vectors of two names are never mixed."""
+        ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """One row per text, shape (len(texts), dimension)."""
+        ...
+
+    def embed_query(self, text: str) -> Vectors:
+        """Shape (dimension,)."""
+        ...
