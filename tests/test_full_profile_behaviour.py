@@ -154,7 +154,7 @@ async def test_recall_with_similarity_only_weights_puts_the_most_relevant_first(
     relevant, important = espresso
     found = await recall(client, "espresso", ranking={"weights": {"semantic_similarity": 1.0}})
     assert [m["memory_id"] for m in found] == [relevant, important]
-    assert found[0]["scores"]["semantic_similarity"] == 1.0
+    assert found[0]["scores"]["semantic_similarity"] > found[1]["scores"]["semantic_similarity"]
 
 
 async def test_recall_scores_every_factor_in_0_1_and_combines_them_by_the_default_weights(client, espresso):

@@ -74,6 +74,7 @@ class Position:
 @dataclass(frozen=True, slots=True)
 class TextHit:
     memory_id: str
+    key: int  # the memory's storage key
     score: float  # BM25, higher is better
 
 

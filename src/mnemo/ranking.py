@@ -2,7 +2,7 @@
 
 combined = w_sem * semantic_similarity + w_rec * recency + w_imp * importance + w_acc * access_frequency
 
-- semantic_similarity: the text relevance of the memory to the query, in [0, 1].
+- semantic_similarity: the calibrated relevance of the memory to the query, in [0, 1] (see search.py).
 - recency: how fresh the memory is (its last update), by the chosen decay. All three decays give
   1.0 for a memory changed just now and 0.5 at the half-life (``MNEMO_RECENCY_HALF_LIFE_DAYS``,
   default 30 days): exponential halves every half-life; linear falls to 0 at twice the half-life;
@@ -71,12 +71,6 @@ def access_frequency(count: int, max_count: int) -> float:
     if max_count <= 0:
         return 0.0
     return math.log1p(count) / math.log1p(max_count)
-
-
-def normalise_relevance(raw: list[float]) -> list[float]:
-    """Scale raw text scores (BM25) into [0, 1], the best hit of the query scoring 1."""
-    best = max(raw, default=0.0)
-    return [score / best if best > 0 else 0.0 for score in raw]
 
 
 def score(weights: Weights, relevance: float, recency_score: float, importance: float, frequency: float) -> Scores:

@@ -10,14 +10,15 @@ import base64
 import binascii
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from mnemo import enrich, ranking
 from mnemo.clock import Clock, SystemClock
-from mnemo.errors import Conflict, InvalidInput, NotFound, QuotaExceeded, TooComplex
+from mnemo.embed import Embedder
+from mnemo.errors import Conflict, EmbeddingError, InvalidInput, NotFound, QuotaExceeded, TooComplex
 from mnemo.model import (
     DEFAULT_RETENTION_DAYS,
     MAX_CONTENT_CHARS,
@@ -41,12 +42,14 @@ from mnemo.model import (
     subject_key,
 )
 from mnemo.query import DateRange, Filters, Position, Sort
+from mnemo.search import Searcher
 from mnemo.stats import StatsReport, report
 from mnemo.storage import Storage
 from mnemo.words import search_terms
 
 MAX_FILTER_VALUES = 100  # tags + categories + access levels in one query (beyond: 413)
-CANDIDATE_POOL = 200  # text hits ranked per recall, before paging
+CANDIDATE_POOL = 200  # candidates taken from words and from meaning each, per recall
+MIN_RELEVANCE = 0.05  # below this calibrated relevance a candidate is not a result at all
 MAX_CONFLICT_RETRIES = 5
 CLOCK_SKEW = timedelta(minutes=5)  # how far ahead a client's clock may be when it dates a memory
 
@@ -78,6 +81,7 @@ class StoreResult:
     memory: Memory
     auto_tags: list[str]
     links_created: int
+    embedded: bool  # a vector was stored with it (False when recall runs on words only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +93,10 @@ class RecallHit:
 @dataclass(frozen=True, slots=True)
 class RecallResult:
     hits: list[RecallHit]
-    total: int
+    total: int  # relevant memories among the candidates examined (CANDIDATE_POOL per channel)
     execution_time_ms: float
+    warnings: list[str] = field(default_factory=list)
+    embedded: bool = False  # the query was embedded: meaning took part
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +104,7 @@ class UpdateResult:
     memory: Memory
     updated_fields: list[str]
     previous_version_id: str | None
+    embeddings_regenerated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +159,7 @@ class MemoryService:
         self,
         storage: Storage,
         clock: Clock | None = None,
+        embedder: Embedder | None = None,
         *,
         recency_half_life_days: float = 30.0,
         max_memories: int | None = None,
@@ -162,6 +170,10 @@ class MemoryService:
         self.recency_half_life_days = recency_half_life_days
         self.max_memories = max_memories
         self.actor = actor
+        self.embedder = embedder
+        self.searcher = Searcher(storage, embedder)
+        if embedder is not None and storage.vector_model() is None:
+            storage.reset_vectors(embedder.name)  # a store's first model is the one it meets first
         storage.purge_due(self.clock.now())
 
     def _change(self, memory: Memory, action: str, actor: str | None, reason: str | None = None,
@@ -239,7 +251,51 @@ class MemoryService:
             expires_at=as_utc(expires_at) if expires_at else None,
         )
         self.storage.insert(memory, self._change(memory, "create", actor), related, unique_content=True)
-        return StoreResult(memory, extra_tags if auto_tag else [], len(related))
+        return StoreResult(memory, extra_tags if auto_tag else [], len(related), self._embed([memory]))
+
+    # -- embeddings --------------------------------------------------------------------
+    def _embed(self, memories: Sequence[Memory]) -> bool:
+        """Store vectors for memories already saved; False if this store does not use vectors.
+
+        The memories are saved first, so a failing model loses nothing: they stay searchable by
+        words, the caller gets EmbeddingError naming them, and ``embed_pending`` embeds them later.
+        """
+        if self.embedder is None or self.searcher.vectors_state() is not None:
+            return False
+        try:
+            vectors = self.embedder.embed_documents([m.content for m in memories])
+        except Exception as exc:
+            ids = [m.id for m in memories]
+            raise EmbeddingError(
+                f"the memory was stored but could not be embedded ({exc}); it is searchable by words and "
+                "will be embedded later",
+                memory_ids=ids,
+            ) from exc
+        self.storage.put_vectors([(m.id, v.astype("<f4").tobytes()) for m, v in zip(memories, vectors, strict=True)])
+        return True
+
+    def embed_pending(self, batch: int = 64) -> int:
+        """Embed memories that have no vector yet (stored while the model failed); returns how many."""
+        done = 0
+        while self.embedder is not None and (pending := self.storage.unembedded(batch)):
+            self._embed(pending)
+            done += len(pending)
+        return done
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None, batch: int = 64) -> int:
+        """Re-embed every memory with the configured model, replacing vectors of any other."""
+        if self.embedder is None:
+            raise EmbeddingError("no embedding model is configured")
+        self.storage.reset_vectors(self.embedder.name)
+        total = self.storage.count(Filters(now=self.clock.now(), statuses=(Status.ACTIVE, Status.ARCHIVED),
+                                           include_expired=True))  # fmt: skip
+        done = 0
+        while pending := self.storage.unembedded(batch):
+            self._embed(pending)
+            done += len(pending)
+            if progress is not None:
+                progress(done, total)
+        return done
 
     def _require_existing(self, memory_ids: Sequence[str]) -> list[Memory]:
         found = [m for m in self.storage.get_many(memory_ids) if m.status is not Status.FORGOTTEN]
@@ -300,30 +356,29 @@ class MemoryService:
             subject_key=subject_key(subject) if subject else None,
             access_levels=tuple(access_levels) if access_levels else None,
         )
-        terms = search_terms(query)
         pool = max(CANDIDATE_POOL, 3 * (offset + limit))
-        hits = self.storage.search_text(terms, filters, pool)
-        # A pool that came back short holds every match; only a full one needs counting.
-        total = len(hits) if len(hits) < pool else self.storage.count_text(terms, filters)
-        memories = {m.id: m for m in self.storage.get_many([h.memory_id for h in hits])}
-        max_access = self.storage.max_access_count() if hits else 0
-        relevance = ranking.normalise_relevance([h.score for h in hits])
+        found = self.searcher.find(query, search_terms(query), filters, pool)
+        relevant = [c for c in found.candidates if c.relevance >= MIN_RELEVANCE]
+        memories = {m.id: m for m in self.storage.get_many([c.memory_id for c in relevant])}
+        max_access = self.storage.max_access_count() if relevant else 0
         ranked = sorted(
             (
-                RecallHit(memory, self._score(memory, rel, weights, decay, now, max_access))
-                for hit, rel in zip(hits, relevance, strict=True)
-                if (memory := memories.get(hit.memory_id)) is not None
+                RecallHit(memory, self._score(memory, c.relevance, weights, decay, now, max_access))
+                for c in relevant
+                if (memory := memories.get(c.memory_id)) is not None
             ),
             key=lambda h: h.scores.combined,
             reverse=True,
-        )[offset : offset + limit]
-        if ranked:
-            self.storage.record_recall([h.memory.id for h in ranked], now)
-            ranked = [
+        )
+        page = ranked[offset : offset + limit]
+        if page:
+            self.storage.record_recall([h.memory.id for h in page], now)
+            page = [
                 RecallHit(h.memory.evolve(access_count=h.memory.access_count + 1, accessed_at=now), h.scores)
-                for h in ranked
+                for h in page
             ]
-        return RecallResult(ranked, total, (time.perf_counter() - started) * 1000)
+        elapsed = (time.perf_counter() - started) * 1000
+        return RecallResult(page, len(ranked), elapsed, found.warnings, found.embedded)
 
     def _score(
         self, memory: Memory, relevance: float, weights: ranking.Weights, decay: ranking.Decay,
@@ -407,7 +462,8 @@ class MemoryService:
                 if expected_version is not None:
                     raise
                 continue
-            return UpdateResult(updated, [k for k in changed if k != "auto_tags"], change.id)
+            embedded = self._embed([updated]) if "content" in changed else False
+            return UpdateResult(updated, [k for k in changed if k != "auto_tags"], change.id, embedded)
         raise Conflict(f"memory {memory_id} kept changing while being updated", memory_id=memory_id)
 
     @staticmethod

@@ -33,7 +33,7 @@ from mnemo.model import (
     to_iso,
 )
 from mnemo.query import Filters, Position, Sort, SortField, TextHit
-from mnemo.storage import EventPattern, Granularity, GroupKey, Totals
+from mnemo.storage import EventPattern, Granularity, GroupKey, StoredVector, Totals
 from mnemo.storage.sqlite_schema import MIGRATIONS
 
 DB_FILENAME = "memory.db"
@@ -174,6 +174,16 @@ def _where(f: Filters) -> tuple[str, list[Any]]:
         clauses.append("(m.expires_at IS NULL OR m.expires_at > ?)")
         params.append(to_iso(f.now))
     return (" AND ".join(clauses) or "1"), params
+
+
+def _passing(db: sqlite3.Connection, keys: Sequence[int], where: str, params: list[Any]) -> list[tuple[int, str]]:
+    """Which of these memory keys pass the filters, with their ids."""
+    # CROSS JOIN fixes the loop order: look up each key by rowid (a plain IN let the planner
+    # walk the status index through every active memory instead).
+    return db.execute(
+        f"SELECT m.rowid, m.id FROM json_each(?) AS k CROSS JOIN memories m ON m.rowid = k.value WHERE {where}",
+        [json.dumps(list(keys)), *params],
+    ).fetchall()
 
 
 def _match_expression(terms: Sequence[str]) -> str:
@@ -489,12 +499,12 @@ class SQLiteStorage:
                 if hits is not None:
                     return hits
             rows = db.execute(
-                "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts"
+                "SELECT m.id, m.rowid, -bm25(memories_fts) AS score FROM memories_fts"
                 " JOIN memories m ON m.rowid = memories_fts.rowid"
                 f" WHERE memories_fts MATCH ? AND {where} ORDER BY score DESC LIMIT ?",
                 [expression, *params, limit],
             ).fetchall()
-        return [TextHit(memory_id, score) for memory_id, score in rows]
+        return [TextHit(memory_id, key, score) for memory_id, key, score in rows]
 
     @staticmethod
     def _best_then_filter(
@@ -507,29 +517,11 @@ class SQLiteStorage:
             [expression, window],
         ).fetchall()
         scores = dict(best)
-        # CROSS JOIN fixes the loop order: look up each hit by rowid (a plain IN let the planner
-        # walk the status index through every active memory instead).
-        passing = db.execute(
-            f"SELECT m.rowid, m.id FROM json_each(?) AS hit CROSS JOIN memories m ON m.rowid = hit.value WHERE {where}",
-            [json.dumps(list(scores)), *params],
-        ).fetchall()
+        passing = _passing(db, list(scores), where, params)
         if len(passing) < limit and len(best) == window:
             return None
-        ranked = sorted(((scores[rowid], memory_id) for rowid, memory_id in passing), reverse=True)
-        return [TextHit(memory_id, score) for score, memory_id in ranked[:limit]]
-
-    def count_text(self, terms: Sequence[str], filters: Filters) -> int:
-        if not terms:
-            return 0
-        where, params = _where(filters)
-        # The IN form keeps the planner on the FTS index; a join made it scan every memory.
-        with self._read() as db:
-            (count,) = db.execute(
-                "SELECT COUNT(*) FROM memories m WHERE m.rowid IN"
-                f" (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?) AND {where}",
-                [_match_expression(terms), *params],
-            ).fetchone()
-        return count
+        ranked = sorted(((scores[key], key, memory_id) for key, memory_id in passing), reverse=True)
+        return [TextHit(memory_id, key, score) for score, key, memory_id in ranked[:limit]]
 
     def list(
         self, filters: Filters, sort: Sort, limit: int, offset: int = 0, after: Position | None = None
@@ -569,6 +561,65 @@ class SQLiteStorage:
                 "SELECT COALESCE(MAX(access_count), 0) FROM memories WHERE status = 'active'"
             ).fetchone()
         return top
+
+    # -- vectors -----------------------------------------------------------------------
+    def vector_model(self) -> str | None:
+        with self._read() as db:
+            row = db.execute("SELECT value FROM settings WHERE key = 'vector_model'").fetchone()
+        return None if row is None else row[0]
+
+    def reset_vectors(self, model: str) -> None:
+        """Forget every vector and record which model the next ones come from."""
+        with self._write() as db:
+            db.execute("DELETE FROM vectors")
+            db.execute("INSERT OR REPLACE INTO settings VALUES ('vector_model', ?)", (model,))
+
+    def put_vectors(self, vectors: Sequence[tuple[str, bytes]]) -> None:
+        with self._write() as db:
+            for memory_id, vector in vectors:
+                row = db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
+                if row is None:
+                    continue  # deleted meanwhile: nothing to index
+                # Delete then insert, so the row gets a new seq that readers will notice.
+                db.execute("DELETE FROM vectors WHERE memory_rowid = ?", (row[0],))
+                db.execute("INSERT INTO vectors (memory_rowid, vector) VALUES (?, ?)", (row[0], vector))
+
+    def vectors_after(self, seq: int, limit: int) -> list[StoredVector]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT seq, memory_rowid, vector FROM vectors WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+            ).fetchall()
+        return [StoredVector(*row) for row in rows]
+
+    def last_vector_seq(self) -> int:
+        with self._read() as db:
+            (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM vectors").fetchone()
+        return seq
+
+    def unembedded(self, limit: int) -> list[Memory]:
+        """Active and archived memories that have no vector yet (stored while embedding failed)."""
+        with self._read() as db:
+            rows = db.execute(
+                f"{_SELECT} WHERE m.status IN ('active', 'archived')"
+                " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_rowid = m.rowid) LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [_memory(row, self.name) for row in rows]
+
+    def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
+        where, params = _where(filters)
+        with self._read() as db:
+            return dict(_passing(db, keys, where, params))
+
+    def keys_matching(self, filters: Filters) -> list[int]:
+        where, params = _where(filters)
+        with self._read() as db:
+            return [key for (key,) in db.execute(f"SELECT m.rowid FROM memories m WHERE {where}", params)]
+
+    def vector_bytes(self) -> int:
+        with self._read() as db:
+            (size,) = db.execute("SELECT COALESCE(SUM(length(vector)), 0) FROM vectors").fetchone()
+        return size
 
     # -- statistics --------------------------------------------------------------------
     def totals(self, filters: Filters) -> Totals:

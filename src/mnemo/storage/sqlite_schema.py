@@ -155,4 +155,26 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_create_tables]
+def m002_vectors(db: sqlite3.Connection) -> None:
+    """Embeddings beside the memories, and which model made them.
+
+    ``seq`` grows with every write, so an in-memory index (in this or another process) catches
+    up by reading the rows after the last ``seq`` it saw.
+    """
+    _run(
+        db,
+        """
+        CREATE TABLE vectors (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_rowid INTEGER NOT NULL UNIQUE REFERENCES memories(rowid) ON DELETE CASCADE,
+            vector BLOB NOT NULL
+        );
+        CREATE TABLE settings (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_create_tables, m002_vectors]

@@ -1,0 +1,438 @@
+"""Search quality of mnemo's recall on an evaluation set; prints a table or one JSON object.
+
+    python benchmarks/recall_quality.py --data /work/shared/eval/locomo-dev.json
+    python benchmarks/recall_quality.py --data /work/shared/eval/agent-memory-dev.json --json
+    python benchmarks/recall_quality.py --data FILE --limit-haystacks 1 --kinds paraphrase,keyword
+
+The data format and the metrics are those of the eval README (``/work/shared/eval/README.md``).
+Each haystack gets a fresh store in a temporary directory and a ``ManualClock``; its memories go
+in through ``MemoryService.store`` with their own dates and *without* their category, so that
+enrichment detects it; then every query is asked through ``MemoryService.recall`` (limit 10).
+
+Two rankings are measured on the same store:
+
+- the headline, "relevance only": ranking weights semantic_similarity 1.0, the rest 0. The order
+  is the text relevance alone, so the queries are independent of one another.
+- "default weights": the profile's default ``ranking.Weights()``, which mixes in recency,
+  importance and access frequency. Recall bumps the access count of what it returns, so with a
+  non-zero access weight a query's ranking depends on the queries asked before it in the same
+  haystack. That dependence is accepted (it is what a real agent would see, in data order) and
+  not undone. The default pass runs first on each store; the relevance pass after it is not
+  affected by the access counts, because its access weight is 0.
+
+Metrics (over queries with at least one relevant id, unless said otherwise):
+
+- R@k: the share of the query's relevant memories in the top k, averaged over queries.
+- MRR: 1 / rank of the first relevant memory in the returned ranking (10 hits), 0 if none.
+- nDCG@10: binary gains, DCG = sum 1 / log2(rank + 1) over relevant hits in the top 10; the ideal
+  ranking puts min(#relevant, 10) relevant memories first.
+- negatives_rejected: over ``kind: "negative"`` queries, the share whose returned hits all have
+  ``scores.semantic_similarity`` below ``NEGATIVE_THRESHOLD`` (memento's default search threshold,
+  spec 001), or that return nothing.
+- category_accuracy: the share of memories with a ``category`` label whose detected category
+  equals the label, after mapping the label onto spec 004's categories with ``CATEGORY_MAP``.
+
+Eval ids are mapped to mnemo ids as memories are stored; an exact duplicate (``Duplicate``)
+maps to the memory already stored, and the metrics count distinct mnemo memories.
+Not a test: numbers, not assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime, timedelta
+from datetime import time as day_time
+from pathlib import Path
+from typing import Any
+
+from mnemo import ranking
+from mnemo.app import open_service
+from mnemo.clock import ManualClock
+from mnemo.config import Settings
+from mnemo.errors import Duplicate
+from mnemo.model import Category, Context
+from mnemo.service import MemoryService
+
+LIMIT = 10
+CUTOFFS = (1, 5, 10)
+NEGATIVE_THRESHOLD = 0.7  # memento's search_memories default threshold (spec 001)
+NEGATIVE_KIND = "negative"
+AFTER_NEWEST = timedelta(minutes=1)  # "now" for a query without as_of: just after the newest memory
+
+RELEVANCE_ONLY = ranking.Weights(1.0, 0.0, 0.0, 0.0)
+DEFAULT_WEIGHTS = ranking.Weights()
+
+# Eval labels → mnemo's (spec 004) categories. Spec 004's nine are mapped to themselves; memento's
+# eight (spec 001) share six of them, and two need a choice:
+# - restriction → instruction: a restriction ("no caffeine after 2 pm", "must stay under $18k",
+#   "Emma is lactose intolerant") is a rule the agent has to respect when it acts, which is what
+#   spec 004's instruction holds. Allergies and diets could also pass as fact; the confusion
+#   counts in the report show how many of them mnemo files there.
+# - history → event: something that happened at a time.
+CATEGORY_MAP: dict[str, str] = {
+    **{c.value: c.value for c in Category},
+    "restriction": Category.INSTRUCTION.value,
+    "history": Category.EVENT.value,
+}
+
+
+# -- metrics ---------------------------------------------------------------------------------
+def recall_at(relevant: Sequence[str], ranked: Sequence[str], k: int) -> float:
+    """The share of the relevant ids found in the first ``k`` of the ranking."""
+    wanted = set(relevant)
+    return len(wanted.intersection(ranked[:k])) / len(wanted)
+
+
+def reciprocal_rank(relevant: Sequence[str], ranked: Sequence[str]) -> float:
+    wanted = set(relevant)
+    return next((1.0 / rank for rank, memory_id in enumerate(ranked, 1) if memory_id in wanted), 0.0)
+
+
+def ndcg_at(relevant: Sequence[str], ranked: Sequence[str], k: int) -> float:
+    wanted = set(relevant)
+    dcg = sum(1.0 / math.log2(rank + 1) for rank, memory_id in enumerate(ranked[:k], 1) if memory_id in wanted)
+    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(wanted), k) + 1))
+    return dcg / ideal
+
+
+def percentiles(samples: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 (nearest rank below), in the unit of the samples."""
+    if not samples:
+        return {"p50": 0.0, "p95": 0.0}
+    ordered = sorted(samples)
+    return {"p50": statistics.median(ordered), "p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One query's answer: ids are mnemo ids, ``relevant`` best first, ``ranked`` as returned."""
+
+    query_id: str
+    kind: str
+    relevant: tuple[str, ...]
+    ranked: tuple[str, ...]
+    similarities: tuple[float, ...]  # scores.semantic_similarity of each returned hit
+    latency_ms: float
+
+    @property
+    def rejected(self) -> bool:
+        """True if nothing came back at or above the relevance threshold."""
+        return all(s < NEGATIVE_THRESHOLD for s in self.similarities)
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    queries: int  # all queries of the group
+    answered: int  # those with at least one relevant id: the R@k, MRR and nDCG denominators
+    recall_at_1: float | None
+    recall_at_5: float | None
+    recall_at_10: float | None
+    mrr: float | None
+    ndcg_at_10: float | None
+    negatives: int
+    negatives_rejected: float | None
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def metrics(outcomes: Sequence[Outcome]) -> Metrics:
+    answered = [o for o in outcomes if o.relevant]
+    negatives = [o for o in outcomes if o.kind == NEGATIVE_KIND]
+    at = {k: _mean(recall_at(o.relevant, o.ranked, k) for o in answered) for k in CUTOFFS}
+    return Metrics(
+        queries=len(outcomes),
+        answered=len(answered),
+        recall_at_1=at[1],
+        recall_at_5=at[5],
+        recall_at_10=at[10],
+        mrr=_mean(reciprocal_rank(o.relevant, o.ranked) for o in answered),
+        ndcg_at_10=_mean(ndcg_at(o.relevant, o.ranked, LIMIT) for o in answered),
+        negatives=len(negatives),
+        negatives_rejected=_mean(1.0 if o.rejected else 0.0 for o in negatives),
+    )
+
+
+def by_kind(outcomes: Sequence[Outcome]) -> dict[str, Metrics]:
+    kinds = sorted({o.kind for o in outcomes})
+    return {kind: metrics([o for o in outcomes if o.kind == kind]) for kind in kinds}
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryReport:
+    labelled: int
+    correct: int
+    confusion: dict[str, dict[str, int]]  # eval label → detected mnemo category → count
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.labelled if self.labelled else None
+
+
+def category_report(pairs: Iterable[tuple[str, str]]) -> CategoryReport:
+    """Compare (eval label, detected category) pairs through ``CATEGORY_MAP``."""
+    confusion: dict[str, Counter[str]] = {}
+    labelled = correct = 0
+    for label, detected in pairs:
+        expected = CATEGORY_MAP.get(label)
+        if expected is None:
+            raise ValueError(f"category label {label!r} has no entry in CATEGORY_MAP")
+        labelled += 1
+        correct += detected == expected
+        confusion.setdefault(label, Counter())[detected] += 1
+    table = {label: dict(counts.most_common()) for label, counts in sorted(confusion.items())}
+    return CategoryReport(labelled, correct, table)
+
+
+# -- running a haystack ----------------------------------------------------------------------
+def parse_time(text: str) -> datetime:
+    """An ISO date-time; naive ones are UTC, as mnemo reads them."""
+    when = datetime.fromisoformat(text)
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def end_of_day(day: str) -> datetime:
+    return datetime.combine(datetime.fromisoformat(day).date(), day_time(23, 59, 59), tzinfo=UTC)
+
+
+@dataclass
+class Loaded:
+    ids: dict[str, str]  # eval memory id → mnemo id
+    categories: list[tuple[str, str]]  # (eval label, detected) for labelled memories
+    duplicates: int
+    seconds: float
+    newest: datetime
+
+
+def load_haystack(service: MemoryService, clock: ManualClock, memories: Sequence[dict[str, Any]]) -> Loaded:
+    """Store every memory in data order, with its own date and without its category."""
+    ids: dict[str, str] = {}
+    categories: list[tuple[str, str]] = []
+    duplicates = 0
+    started = time.perf_counter()
+    for item in memories:
+        created = parse_time(item["created_at"])
+        clock.set(max(clock.now(), created))  # "now" never runs backwards, and is never before the memory
+        try:
+            stored = service.store(
+                item["content"],
+                context=Context(user_id=item.get("user_id")),
+                timestamp=created,
+                subject=item.get("subject"),
+                tags=item.get("tags") or (),
+                importance=item.get("importance"),
+                metadata=item.get("metadata"),
+            ).memory
+            ids[item["id"]] = stored.id
+            detected = stored.category
+        except Duplicate as duplicate:
+            duplicates += 1
+            ids[item["id"]] = duplicate.existing_id
+            detected = service.get(duplicate.existing_id).category
+        if item.get("category"):
+            categories.append((item["category"], detected))
+    seconds = time.perf_counter() - started
+    newest = max((parse_time(m["created_at"]) for m in memories), default=clock.now())
+    return Loaded(ids, categories, duplicates, seconds, newest)
+
+
+def recall_filters(filters: dict[str, str]) -> dict[str, Any]:
+    """A query's eval filters as ``recall`` arguments; a category label goes through ``CATEGORY_MAP``."""
+    unknown = set(filters) - {"user_id", "subject", "category"}
+    if unknown:
+        raise ValueError(f"unknown filters {sorted(unknown)}")
+    category = filters.get("category")
+    return {
+        "user_id": filters.get("user_id"),
+        "subject": filters.get("subject"),
+        "categories": [CATEGORY_MAP.get(category, category)] if category else None,
+    }
+
+
+def ask(
+    service: MemoryService,
+    clock: ManualClock,
+    query: dict[str, Any],
+    ids: dict[str, str],
+    newest: datetime,
+    weights: ranking.Weights,
+) -> Outcome:
+    clock.set(end_of_day(query["as_of"]) if query.get("as_of") else newest + AFTER_NEWEST)
+    missing = [r for r in query["relevant"] if r not in ids]
+    if missing:
+        raise ValueError(f"query {query['id']} names unknown memories {missing}")
+    started = time.perf_counter()
+    result = service.recall(
+        query["query"],
+        **recall_filters(query.get("filters") or {}),
+        weights=weights,
+        limit=LIMIT,
+    )
+    latency_ms = (time.perf_counter() - started) * 1000
+    return Outcome(
+        query_id=query["id"],
+        kind=query["kind"],
+        relevant=tuple(dict.fromkeys(ids[r] for r in query["relevant"])),
+        ranked=tuple(h.memory.id for h in result.hits),
+        similarities=tuple(h.scores.semantic_similarity for h in result.hits),
+        latency_ms=latency_ms,
+    )
+
+
+@dataclass
+class Run:
+    """Everything measured over the haystacks of one data file."""
+
+    name: str
+    haystacks: int = 0
+    memories: int = 0
+    duplicates: int = 0
+    load_seconds: float = 0.0
+    relevance: list[Outcome] = field(default_factory=list)
+    default: list[Outcome] = field(default_factory=list)
+    categories: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def evaluate(data: dict[str, Any], limit_haystacks: int | None = None, kinds: Sequence[str] | None = None) -> Run:
+    started = time.perf_counter()
+    run = Run(name=data.get("name", "?"))
+    haystacks = data["haystacks"][:limit_haystacks] if limit_haystacks else data["haystacks"]
+    for haystack in haystacks:
+        memories = haystack["memories"]
+        queries = [q for q in haystack["queries"] if not kinds or q["kind"] in kinds]
+        earliest = min((parse_time(m["created_at"]) for m in memories), default=datetime.now(UTC))
+        clock = ManualClock(earliest)
+        with tempfile.TemporaryDirectory(prefix="mnemo-eval-") as home:
+            service = open_service(Settings(home=Path(home)), clock=clock)
+            try:
+                loaded = load_haystack(service, clock, memories)
+                # Default weights first: their access-count dependence stays within their own pass.
+                run.default += [ask(service, clock, q, loaded.ids, loaded.newest, DEFAULT_WEIGHTS) for q in queries]
+                run.relevance += [ask(service, clock, q, loaded.ids, loaded.newest, RELEVANCE_ONLY) for q in queries]
+            finally:
+                service.storage.close()
+        run.haystacks += 1
+        run.memories += len(memories)
+        run.duplicates += loaded.duplicates
+        run.load_seconds += loaded.seconds
+        run.categories += loaded.categories
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+# -- reporting -------------------------------------------------------------------------------
+def describe(weights: ranking.Weights) -> str:
+    return ", ".join(f"{f.name}={getattr(weights, f.name):g}" for f in fields(weights))
+
+
+def _rounded(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def metrics_json(m: Metrics) -> dict[str, Any]:
+    return {k: _rounded(v) for k, v in asdict(m).items()}
+
+
+def ranking_json(outcomes: Sequence[Outcome], weights: str, category: CategoryReport) -> dict[str, Any]:
+    return {
+        **metrics_json(metrics(outcomes)),
+        "category_accuracy": _rounded(category.accuracy),
+        "by_kind": {kind: metrics_json(m) for kind, m in by_kind(outcomes).items()},
+        "latency_ms": {k: round(v, 3) for k, v in percentiles([o.latency_ms for o in outcomes]).items()},
+        "weights": weights,
+    }
+
+
+def report_json(run: Run) -> dict[str, Any]:
+    category = category_report(run.categories)
+    return {
+        "dataset": run.name,
+        **ranking_json(run.relevance, f"relevance only ({describe(RELEVANCE_ONLY)})", category),
+        "memories": run.memories,
+        "haystacks": run.haystacks,
+        "duplicates": run.duplicates,
+        "load_memories_per_s": round(run.memories / run.load_seconds, 1) if run.load_seconds else None,
+        "category_labelled": category.labelled,
+        "category_confusion": category.confusion,
+        "category_map": {k: v for k, v in CATEGORY_MAP.items() if k != v},
+        "negative_threshold": NEGATIVE_THRESHOLD,
+        "seconds": round(run.seconds, 2),
+        "default_weights": ranking_json(run.default, f"profile default ({describe(DEFAULT_WEIGHTS)})", category),
+    }
+
+
+def _cell(value: float | None) -> str:
+    return "    -" if value is None else f"{value:.3f}"
+
+
+def metrics_table(title: str, outcomes: Sequence[Outcome]) -> list[str]:
+    header = f"{'':<14} {'queries':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR':>6} {'nDCG10':>6} {'neg.rej':>7}"
+    lines = [title, header, "-" * len(header)]
+    rows = [("overall", metrics(outcomes)), *by_kind(outcomes).items()]
+    for name, m in rows:
+        lines.append(
+            f"{name:<14} {m.queries:>7} {_cell(m.recall_at_1):>6} {_cell(m.recall_at_5):>6} "
+            f"{_cell(m.recall_at_10):>6} {_cell(m.mrr):>6} {_cell(m.ndcg_at_10):>6} {_cell(m.negatives_rejected):>7}"
+        )
+    latency = percentiles([o.latency_ms for o in outcomes])
+    lines.append(f"recall latency: p50 {latency['p50']:.2f} ms, p95 {latency['p95']:.2f} ms")
+    return lines
+
+
+def report_table(run: Run) -> str:
+    category = category_report(run.categories)
+    rate = run.memories / run.load_seconds if run.load_seconds else 0.0
+    lines = [
+        f"{run.name}: {run.haystacks} haystacks, {run.memories} memories ({run.duplicates} exact duplicates), "
+        f"{len(run.relevance)} queries; limit {LIMIT}; negatives rejected below {NEGATIVE_THRESHOLD}",
+        f"load: {rate:.0f} memories/s; whole run {run.seconds:.1f} s",
+        "",
+        *metrics_table(f"Relevance only ({describe(RELEVANCE_ONLY)}) - headline", run.relevance),
+        "",
+        *metrics_table(
+            f"Default weights ({describe(DEFAULT_WEIGHTS)}); queries not independent (access counts)", run.default
+        ),
+        "",
+    ]
+    if category.labelled:
+        assert category.accuracy is not None
+        lines.append(f"Category accuracy: {category.accuracy:.3f} ({category.correct}/{category.labelled})")
+        lines.append("  map: " + ", ".join(f"{k}->{v}" for k, v in CATEGORY_MAP.items() if k != v))
+        for label, counts in category.confusion.items():
+            expected = CATEGORY_MAP[label]
+            detail = ", ".join(f"{c}{'*' if c == expected else ''} {n}" for c, n in counts.items())
+            lines.append(f"  {label:<13} -> {detail}")
+        lines.append("  (* = counted as correct)")
+    else:
+        lines.append("Category accuracy: - (no memory carries a category label)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="an eval file (see /work/shared/eval/README.md)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--limit-haystacks", type=int, default=None, metavar="N", help="only the first N haystacks")
+    parser.add_argument("--kinds", default=None, help="comma-separated query kinds to ask (default: all)")
+    args = parser.parse_args(argv)
+    data = json.loads(args.data.read_text(encoding="utf-8"))
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
+    run = evaluate(data, args.limit_haystacks, kinds)
+    print(json.dumps(report_json(run)) if args.json else report_table(run))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

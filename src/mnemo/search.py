@@ -1,0 +1,112 @@
+"""Finding the memories a query means: words (BM25 from FTS5) and meaning (vectors), fused.
+
+Each candidate gets a calibrated ``relevance`` in [0, 1]: a logistic function of its cosine
+similarity to the query and of its BM25 score relative to the query's best, fitted on the dev
+sets by ``benchmarks/fit_relevance.py`` (the coefficients below say what the fit gave). A
+relevance of 0.7 is meant to be read as "probably an answer".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mnemo.embed import Embedder, Vectors
+from mnemo.query import Filters
+from mnemo.storage import Storage
+from mnemo.vector_index import VectorIndex
+
+WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters per wanted result
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """relevance = 1 / (1 + exp(-(bias + cosine_weight * cosine + text_weight * text)))."""
+
+    bias: float
+    cosine_weight: float
+    text_weight: float
+
+    def relevance(self, cosine: float, text: float) -> float:
+        z = self.bias + self.cosine_weight * cosine + self.text_weight * text
+        return 1.0 / (1.0 + math.exp(-z))
+
+
+# Fitted by benchmarks/fit_relevance.py on shared/eval/*-dev.json (see its output for the data).
+HYBRID = Calibration(bias=-6.0, cosine_weight=10.0, text_weight=1.5)
+WORDS_ONLY = Calibration(bias=-2.0, cosine_weight=0.0, text_weight=4.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    memory_id: str
+    key: int
+    text: float  # BM25 relative to the query's best text hit, 0 if the words did not match
+    cosine: float | None  # None when recall runs on words alone
+    relevance: float
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    candidates: list[Candidate]
+    warnings: list[str] = field(default_factory=list)
+    embedded: bool = False  # whether the query was embedded (meaning was used)
+
+
+class Searcher:
+    """Hybrid retrieval over one store; the embedder may be absent (words only)."""
+
+    def __init__(self, storage: Storage, embedder: Embedder | None) -> None:
+        self.storage = storage
+        self.embedder = embedder
+        self.index = VectorIndex(embedder.dimension) if embedder is not None else None
+
+    def vectors_state(self) -> str | None:
+        """None when vectors can be used, else why not (for warnings and health)."""
+        if self.embedder is None:
+            return "no embedding model is configured: recall uses words only"
+        model = self.storage.vector_model()
+        if model is not None and model != self.embedder.name:
+            return (
+                f"this store's vectors were made by {model}, not {self.embedder.name}: recall uses words only "
+                "until `mnemo reindex` re-embeds the store"
+            )
+        return None
+
+    def find(self, query: str, terms: Sequence[str], filters: Filters, pool: int) -> Found:
+        text_hits = self.storage.search_text(terms, filters, pool)
+        best_text = max((h.score for h in text_hits), default=0.0)
+        text = {h.key: (h.memory_id, h.score / best_text if best_text > 0 else 0.0) for h in text_hits}
+        problem = self.vectors_state()
+        if problem is not None or self.embedder is None or self.index is None:
+            found = [Candidate(mid, key, t, None, WORDS_ONLY.relevance(0.0, t)) for key, (mid, t) in text.items()]
+            return Found(found, [problem] if problem else [])
+
+        vector = self.embedder.embed_query(query)
+        self.index.refresh(self.storage)
+        nearest = self._nearest(vector, filters, pool)
+        cosines = dict(nearest)
+        ids = {key: mid for key, (mid, _) in text.items()}
+        missing = [key for key in cosines if key not in ids]
+        ids.update(self.storage.keys_passing(missing, filters) if missing else {})
+        cosines.update(self.index.similarity(vector, [k for k in text if k not in cosines]))
+        found = []
+        for key, memory_id in ids.items():
+            t = text[key][1] if key in text else 0.0
+            cosine = cosines.get(key, 0.0)
+            found.append(Candidate(memory_id, key, t, cosine, HYBRID.relevance(cosine, t)))
+        return Found(found, embedded=True)
+
+    def _nearest(self, vector: Vectors, filters: Filters, pool: int) -> list[tuple[int, float]]:
+        """The pool nearest memories that pass the filters: the true top-k among the matching."""
+        assert self.index is not None
+        if not filters.selects_by_attribute:
+            window = WINDOW_FACTOR * pool
+            hits = self.index.search(vector, window)
+            passing = self.storage.keys_passing([k for k, _ in hits], filters)
+            if len(passing) >= pool or len(hits) < window:
+                return [(k, s) for k, s in hits if k in passing][:pool]
+        # Filters may keep few memories: search among exactly those.
+        allowed = self.storage.keys_matching(filters)
+        return self.index.search(vector, pool, among=allowed)
