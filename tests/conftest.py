@@ -21,7 +21,8 @@ START = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(home=tmp_path / "home")
+    # Words only: most tests check rules, not meaning; tests of meaning pass an embedder.
+    return Settings(home=tmp_path / "home", embedder="none")
 
 
 @pytest.fixture

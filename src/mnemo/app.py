@@ -1,4 +1,4 @@
-"""The composition root for library use: settings → storage → service.
+"""The composition root for library use: settings → storage, embedder → service.
 
 from mnemo.app import open_service
 memories = open_service()            # the default store under MNEMO_HOME
@@ -7,14 +7,46 @@ memories.store("Emma is lactose intolerant")
 
 from __future__ import annotations
 
+import logging
+from typing import Literal
+
 from mnemo.clock import Clock
 from mnemo.config import Settings
+from mnemo.embed import Embedder
+from mnemo.errors import InvalidInput
 from mnemo.service import MemoryService
 from mnemo.storage.sqlite import SQLiteStorage
 
+log = logging.getLogger(__name__)
+
+
+def make_embedder(settings: Settings) -> Embedder | None:
+    """The embedder the settings ask for; None (words only) when the local model is not installed."""
+    match settings.embedder:
+        case "none":
+            return None
+        case "http":
+            from mnemo.embed.http import HttpEmbedder
+
+            if not settings.embedding_url or not settings.embedding_model:
+                raise InvalidInput("embedder=http needs MNEMO_EMBEDDING_URL and MNEMO_EMBEDDING_MODEL")
+            return HttpEmbedder(settings.embedding_url, settings.embedding_model, api_key=settings.embedding_api_key)
+        case "local":
+            from mnemo.embed.local import LocalEmbedder
+
+            if not LocalEmbedder.available(settings.model_dir, settings.model_variant):
+                log.warning("the local embedding model is not installed (run `mnemo setup`): recall uses words only")
+                return None
+            return LocalEmbedder(settings.model_dir, variant=settings.model_variant)
+
 
 def open_service(
-    settings: Settings | None = None, store: str | None = None, *, actor: str = "mnemo", clock: Clock | None = None
+    settings: Settings | None = None,
+    store: str | None = None,
+    *,
+    actor: str = "mnemo",
+    clock: Clock | None = None,
+    embedder: Embedder | Literal["from settings"] | None = "from settings",
 ) -> MemoryService:
     settings = settings or Settings()
     name = store or settings.store
@@ -22,6 +54,7 @@ def open_service(
     return MemoryService(
         storage,
         clock,
+        make_embedder(settings) if embedder == "from settings" else embedder,
         recency_half_life_days=settings.recency_half_life_days,
         max_memories=settings.max_memories,
         actor=actor,

@@ -7,6 +7,7 @@ Everything mnemo writes lives under one data directory, ``MNEMO_HOME``: stores i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import Field
@@ -33,6 +34,20 @@ class Settings(BaseSettings):
     max_memories: int | None = Field(
         None, ge=1, description="Quota of memories per store (active and archived); unlimited if unset."
     )
+    embedder: Literal["local", "http", "none"] = Field(
+        "local", description="What embeds memories: the bundled model, an HTTP endpoint, or nothing (words only)."
+    )
+    model_dir: Path | None = Field(
+        None, description="Where `mnemo setup` puts the local model (default: the user cache dir)."
+    )
+    model_variant: Literal["auto", "int8", "fp32"] = Field(
+        "auto", description="Which build of the local model to run; auto prefers int8 when setup kept it."
+    )
+    embedding_url: str | None = Field(
+        None, description="Base URL of an OpenAI-compatible embeddings API (for embedder=http)."
+    )
+    embedding_model: str | None = Field(None, description="Model name sent to that API (for embedder=http).")
+    embedding_api_key: str | None = Field(None, description="Bearer key for that API, if it needs one.")
 
     def store_folder(self, name: str | None = None) -> Path:
         return self.home / "stores" / (name or self.store)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from mnemo.embed import Embedder, Vectors
 from mnemo.model import Category
 from mnemo.words import STOPWORDS, words
 
@@ -80,6 +81,16 @@ def detect_category(text: str) -> Category:
     if not weights:
         return Category.CUSTOM
     return weights.most_common(1)[0][0]
+
+
+class CategoryDetector:
+    """Detects a memory's category from its words and, when there is one, its vector."""
+
+    def __init__(self, embedder: Embedder | None) -> None:
+        self.embedder = embedder
+
+    def detect(self, text: str, vector: Vectors | None = None) -> Category:
+        return detect_category(text)
 
 
 def auto_tags(text: str, given: tuple[str, ...] = (), limit: int = 5) -> list[str]:

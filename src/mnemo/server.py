@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import sys
+import threading
 from typing import Any
 
 from mcp.server import MCPServer
@@ -85,9 +86,18 @@ def configure_logging(settings: Settings) -> None:
     root.setLevel(settings.log_level.upper())
 
 
+def _warm_up(service: MemoryService) -> None:
+    try:
+        service.warm_up()
+    except MnemoError as exc:
+        log.warning("embedding model unavailable, recall uses words only: %s", exc.message)
+
+
 def serve(settings: Settings, profile: str | None = None, store: str | None = None) -> None:
     configure_logging(settings)
     server = build_server(settings, profile, store)
+    # The model loads off the event loop, so initialize and tools/list answer at once.
+    threading.Thread(target=_warm_up, args=(server.service,), name="mnemo-warm-up", daemon=True).start()
     log.info("mnemo %s serving profile %s on stdio, store %s", __version__, server.profile.name, server.service.storage)
     try:
         server.run()

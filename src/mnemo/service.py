@@ -17,7 +17,7 @@ from typing import Any
 
 from mnemo import enrich, ranking
 from mnemo.clock import Clock, SystemClock
-from mnemo.embed import Embedder
+from mnemo.embed import Embedder, Vectors
 from mnemo.errors import Conflict, EmbeddingError, InvalidInput, NotFound, QuotaExceeded, TooComplex
 from mnemo.model import (
     DEFAULT_RETENTION_DAYS,
@@ -172,6 +172,7 @@ class MemoryService:
         self.actor = actor
         self.embedder = embedder
         self.searcher = Searcher(storage, embedder)
+        self.categories = enrich.CategoryDetector(embedder)
         if embedder is not None and storage.vector_model() is None:
             storage.reset_vectors(embedder.name)  # a store's first model is the one it meets first
         storage.purge_due(self.clock.now())
@@ -229,7 +230,9 @@ class MemoryService:
                     quota=self.max_memories,
                 )
 
-        detected = Category(category) if category else enrich.detect_category(content)
+        vectors, embed_error = self._try_embed([content])
+        vector = None if vectors is None else vectors[0]
+        detected = Category(category) if category else self.categories.detect(content, vector)
         extra_tags = enrich.auto_tags(content, given_tags)
         created = as_utc(timestamp) if timestamp else now
         memory = Memory(
@@ -251,28 +254,38 @@ class MemoryService:
             expires_at=as_utc(expires_at) if expires_at else None,
         )
         self.storage.insert(memory, self._change(memory, "create", actor), related, unique_content=True)
-        return StoreResult(memory, extra_tags if auto_tag else [], len(related), self._embed([memory]))
+        embedded = self._save_vectors([memory], vectors, embed_error)
+        return StoreResult(memory, extra_tags if auto_tag else [], len(related), embedded)
 
     # -- embeddings --------------------------------------------------------------------
-    def _embed(self, memories: Sequence[Memory]) -> bool:
+    def _try_embed(self, texts: Sequence[str]) -> tuple[Vectors | None, Exception | None]:
+        """Vectors for the texts; (None, None) when this store does not use vectors; the error if the model failed."""
+        if self.embedder is None or self.searcher.vectors_state() is not None:
+            return None, None
+        try:
+            return self.embedder.embed_documents(texts), None
+        except Exception as exc:  # whatever the model does, the memory itself must still be saved
+            return None, exc
+
+    def _save_vectors(self, memories: Sequence[Memory], vectors: Vectors | None, error: Exception | None) -> bool:
         """Store vectors for memories already saved; False if this store does not use vectors.
 
         The memories are saved first, so a failing model loses nothing: they stay searchable by
         words, the caller gets EmbeddingError naming them, and ``embed_pending`` embeds them later.
         """
-        if self.embedder is None or self.searcher.vectors_state() is not None:
-            return False
-        try:
-            vectors = self.embedder.embed_documents([m.content for m in memories])
-        except Exception as exc:
-            ids = [m.id for m in memories]
+        if error is not None:
             raise EmbeddingError(
-                f"the memory was stored but could not be embedded ({exc}); it is searchable by words and "
+                f"the memory was stored but could not be embedded ({error}); it is searchable by words and "
                 "will be embedded later",
-                memory_ids=ids,
-            ) from exc
+                memory_ids=[m.id for m in memories],
+            ) from error
+        if vectors is None:
+            return False
         self.storage.put_vectors([(m.id, v.astype("<f4").tobytes()) for m, v in zip(memories, vectors, strict=True)])
         return True
+
+    def _embed(self, memories: Sequence[Memory]) -> bool:
+        return self._save_vectors(memories, *self._try_embed([m.content for m in memories]))
 
     def embed_pending(self, batch: int = 64) -> int:
         """Embed memories that have no vector yet (stored while the model failed); returns how many."""
@@ -281,6 +294,13 @@ class MemoryService:
             self._embed(pending)
             done += len(pending)
         return done
+
+    def warm_up(self) -> None:
+        """Load the model and embed what is pending; run in the background when a server starts."""
+        load = getattr(self.embedder, "load", None)
+        if load is not None:
+            load()
+        self.embed_pending()
 
     def reindex(self, progress: Callable[[int, int], None] | None = None, batch: int = 64) -> int:
         """Re-embed every memory with the configured model, replacing vectors of any other."""

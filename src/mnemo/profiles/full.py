@@ -215,6 +215,9 @@ class RecallMemoriesResult(_Output):
     returned_count: int
     memories: list[RecalledMemory]
     execution_time_ms: float
+    warnings: list[str] | None = Field(
+        None, exclude_if=_absent_if_none, description="Why recall was degraded, if it was"
+    )
 
 
 class UpdateMemoryResult(_Output):
@@ -308,6 +311,7 @@ _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
     (errors.TooComplex, "QUERY_TOO_COMPLEX", 413),
     (errors.Locked, "MEMORY_LOCKED", 423),
     (errors.QuotaExceeded, "STORAGE_QUOTA_EXCEEDED", 507),
+    (errors.EmbeddingError, "EMBEDDING_ERROR", 503),
     (errors.CorruptedData, "STORAGE_ERROR", 500),
     (errors.StorageError, "STORAGE_ERROR", 500),
 ]
@@ -316,6 +320,8 @@ _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
 def error_result(error: errors.MnemoError, now: datetime) -> CallToolResult:
     """Spec 004's common error object, as a tool error the model can read."""
     code, status = next(((c, s) for kind, c, s in _ERRORS if isinstance(error, kind)), ("INTERNAL_ERROR", 500))
+    if isinstance(error, errors.EmbeddingError) and "memory_ids" in error.details:
+        status = 500  # store/update: the spec files a failed embedding under storage failure
     body = {
         "api_version": API_VERSION,
         "success": False,
@@ -369,7 +375,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
             category=m.category or "custom",
             auto_tags=result.auto_tags,
             importance=m.importance,
-            embeddings_generated=False,
+            embeddings_generated=result.embedded,
             created_at=to_iso(m.created_at),
             links_created=result.links_created,
         )
@@ -436,6 +442,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
                 for h in result.hits
             ],
             execution_time_ms=round(result.execution_time_ms, 2),
+            warnings=result.warnings or None,
         )
 
     @server.tool(
@@ -482,7 +489,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
             memory_id=result.memory.id,
             version=result.memory.version,
             updated_fields=result.updated_fields,
-            embeddings_regenerated=False,
+            embeddings_regenerated=result.embeddings_regenerated,
             previous_version_id=result.previous_version_id,
             updated_at=to_iso(result.memory.updated_at),
         )

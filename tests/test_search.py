@@ -1,0 +1,114 @@
+"""Hybrid recall over real SQLite files, with the deterministic fake embedder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from mnemo.app import open_service
+from mnemo.clock import ManualClock
+from mnemo.config import Settings
+from mnemo.embed import Vectors
+from mnemo.embed.fake import FakeEmbedder
+from mnemo.errors import EmbeddingError
+from mnemo.model import Context
+from mnemo.query import Filters
+from mnemo.service import MemoryService
+
+
+@pytest.fixture
+def hybrid(settings: Settings, clock: ManualClock) -> Iterator[MemoryService]:
+    svc = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    yield svc
+    svc.storage.close()
+
+
+class FlakyEmbedder(FakeEmbedder):
+    """Fails while ``broken`` is set, like a model server that went away."""
+
+    broken = False
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        if self.broken:
+            raise RuntimeError("model server unreachable")
+        return super().embed_documents(texts)
+
+
+def test_storing_a_memory_stores_its_vector(hybrid: MemoryService):
+    result = hybrid.store("Emma is lactose intolerant")
+    assert result.embedded
+    assert hybrid.storage.vector_bytes() == 4 * hybrid.searcher.index.dimension  # type: ignore[union-attr]
+
+
+def test_meaning_finds_a_memory_whose_words_differ(hybrid: MemoryService):
+    hybrid.store("Emma is lactose intolerant")
+    hybrid.store("The car needs new tyres")
+    # No query word equals a memory word; the fake embedder's letter trigrams still overlap.
+    found = hybrid.recall("lactose intolerance", limit=1)
+    assert found.embedded
+    assert found.hits[0].memory.content == "Emma is lactose intolerant"
+
+
+def test_a_narrow_filter_returns_the_true_nearest_among_the_memories_it_keeps(hybrid: MemoryService):
+    embedder = hybrid.embedder
+    assert embedder is not None
+    for i in range(300):
+        hybrid.store(f"gardening note {i} about roses and tulips", context=Context(user_id="crowd"))
+    hybrid.store("roses need pruning in march", context=Context(user_id="rare"))
+    hybrid.store("the boiler was serviced", context=Context(user_id="rare"))
+    found = hybrid.recall("rose pruning", user_id="rare", limit=2)
+    assert [h.memory.context.user_id for h in found.hits] == ["rare"] * len(found.hits)
+    assert found.hits[0].memory.content == "roses need pruning in march"
+
+
+def test_vectors_written_by_another_service_on_the_same_store_are_found(
+    hybrid: MemoryService, settings: Settings, clock: ManualClock
+):
+    hybrid.recall("anything at all")  # builds this process's index
+    other = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    other.store("Liam plays the cello on Sundays")
+    other.storage.close()
+    assert hybrid.recall("cello sundays", limit=1).hits[0].memory.content == "Liam plays the cello on Sundays"
+
+
+def test_a_failing_model_loses_no_memory_and_embeds_it_later(settings: Settings, clock: ManualClock):
+    embedder = FlakyEmbedder()
+    svc = open_service(settings, clock=clock, embedder=embedder)
+    embedder.broken = True
+    with pytest.raises(EmbeddingError) as caught:
+        svc.store("Ava's passport expires in June")
+    (memory_id,) = caught.value.details["memory_ids"]
+    assert svc.get(memory_id).content == "Ava's passport expires in June"
+    assert svc.storage.vector_bytes() == 0
+    embedder.broken = False
+    assert svc.embed_pending() == 1
+    assert svc.storage.vector_bytes() > 0
+    svc.storage.close()
+
+
+def test_a_store_embedded_by_another_model_recalls_by_words_and_says_so_until_reindexed(
+    hybrid: MemoryService, settings: Settings, clock: ManualClock
+):
+    hybrid.store("Olivia prefers window seats")
+    hybrid.storage.close()
+    other = open_service(settings, clock=clock, embedder=FakeEmbedder(dimension=32))
+    found = other.recall("window seats")
+    assert not found.embedded
+    assert any("reindex" in w for w in found.warnings)
+    assert [h.memory.content for h in found.hits] == ["Olivia prefers window seats"]
+    assert other.reindex() == 1
+    found = other.recall("window seats")
+    assert found.embedded and not found.warnings
+    other.storage.close()
+
+
+def test_updated_content_is_embedded_again(hybrid: MemoryService):
+    memory = hybrid.store("Mia collects stamps").memory
+    assert hybrid.update(memory.id, content="Mia collects vinyl records").embeddings_regenerated
+    index = hybrid.searcher.index
+    assert index is not None
+    index.refresh(hybrid.storage)
+    (key,) = hybrid.storage.keys_matching(Filters(now=hybrid.clock.now()))
+    expected = FakeEmbedder().embed_query("Mia collects vinyl records")
+    assert index.similarity(expected, [key])[key] == pytest.approx(1.0, abs=1e-5)
