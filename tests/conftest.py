@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,10 +14,23 @@ from mcp import Client
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.embed.local import LocalEmbedder
+from mnemo.embed.model_files import default_model_dir
 from mnemo.server import ProfileServer, build_server
 from mnemo.service import MemoryService
 
 START = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def installed_model() -> Path:
+    """The local model's folder; skips where it is not installed, but fails under CI (which runs setup)."""
+    directory = default_model_dir()
+    if not LocalEmbedder.available(directory):
+        if os.environ.get("CI"):
+            pytest.fail(f"the embedding model is not installed in {directory}; CI must run `mnemo setup` first")
+        pytest.skip(f"the embedding model is not installed in {directory}; run `mnemo setup`")
+    return directory
 
 
 @pytest.fixture

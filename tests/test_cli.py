@@ -274,3 +274,19 @@ def test_content_that_looks_like_markup_is_printed_as_written(mnemo: Invoke) -> 
     for output in (listed.stdout, recalled.stdout):
         assert "[/red]" in output
         assert ":smile:" in output
+
+
+def test_reindex_without_a_model_is_a_clear_error(mnemo: Invoke, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MNEMO_EMBEDDER", "none")
+    add(mnemo, "Emma is lactose intolerant")
+    result = mnemo("reindex")
+    assert result.exit_code == 1
+    assert "EMBEDDING_ERROR" in result.stderr
+
+
+def test_reindex_embeds_every_memory_with_the_configured_model(mnemo: Invoke, installed_model: Path) -> None:
+    add(mnemo, "Emma is lactose intolerant")
+    add(mnemo, "Liam plays the cello")
+    result = mnemo("reindex")
+    assert result.exit_code == 0, result.output
+    assert "re-embedded 2 memories" in result.stdout

