@@ -3,19 +3,19 @@
     python benchmarks/fit_relevance.py [--data FILE ...]
 
 For every query of the dev sets it collects the candidates hybrid search produces (cosine to the
-query, BM25 relative to the query's best) and whether each is a right answer. A class-balanced
-logistic regression gives the shape; its bias is then moved so that the threshold 0.7 best
-separates the two things a threshold is for: keeping the right answer of answerable queries and
-returning nothing for the `negative` ones (most answers kept while at least 80% of the
-negatives are rejected). Paste the
-printed Calibration into src/mnemo/search.py.
+query, how far that cosine stands out among the candidates, BM25 relative to the query's best)
+and whether each is a right answer. The fusion (the features' relative weights) is the one whose
+ranking gives the best R@5 over both sets; a class-balanced logistic regression on that fused
+score then gives scale and bias, so relevance reads as the probability of a right answer with
+answers and non-answers weighed equally. It also prints how many right answers clear 0.7 and how
+many `negative` queries return nothing above it. Paste the printed Calibration into
+src/mnemo/search.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -36,7 +36,6 @@ from recall_quality import AFTER_NEWEST, CATEGORY_MAP, end_of_day, load_haystack
 
 DEV = [Path(__file__).parents[2] / "shared" / "eval" / name for name in ("agent-memory-dev.json", "locomo-dev.json")]
 THRESHOLD = 0.7
-MIN_REJECTED = 0.8  # the share of negative queries that must come back empty at the threshold
 POOL = 200
 
 
@@ -74,23 +73,39 @@ def collect(path: Path) -> list[Query]:
     return out
 
 
-def fit(queries: list[Query]) -> tuple[float, float, float, float]:
-    """Class-balanced logistic regression by Newton's method: bias and the three feature weights."""
-    x = np.concatenate([q.features for q in queries])
+def recall_at_5(queries: list[Query], direction: np.ndarray) -> float:
+    found = []
+    for q in queries:
+        if q.negative or not q.labels.any():
+            continue
+        top = np.argsort(-(q.features @ direction))[:5]
+        found.append(q.labels[top].sum() / q.labels.sum())
+    return float(np.mean(found))
+
+
+def best_direction(sets: list[list[Query]]) -> np.ndarray:
+    """The feature weights (cosine 1) whose ranking gives the best R@5, summed over the data sets."""
+    grid = [np.array([1.0, s, t]) for s in (0.0, 0.1, 0.2, 0.4, 0.8) for t in (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)]
+    return max(grid, key=lambda d: sum(recall_at_5(queries, d) for queries in sets))
+
+
+def fit_scale(queries: list[Query], direction: np.ndarray) -> tuple[float, float]:
+    """Class-balanced logistic regression on the one fused score: (bias, scale), by Newton's method."""
+    score = np.concatenate([q.features @ direction for q in queries])
     y = np.concatenate([q.labels for q in queries])
-    x = np.hstack([np.ones((len(x), 1)), x])
+    x = np.stack([np.ones_like(score), score], axis=1)
     weight = np.where(y == 1, (y == 0).sum() / max((y == 1).sum(), 1), 1.0)
-    beta = np.zeros(4)
+    beta = np.zeros(2)
     for _ in range(50):
         p = 1 / (1 + np.exp(-x @ beta))
         gradient = x.T @ (weight * (p - y))
-        hessian = (x * (weight * p * (1 - p))[:, None]).T @ x + 1e-6 * np.eye(4)
+        hessian = (x * (weight * p * (1 - p))[:, None]).T @ x + 1e-6 * np.eye(2)
         beta -= np.linalg.solve(hessian, gradient)
-    return float(beta[0]), float(beta[1]), float(beta[2]), float(beta[3])
+    return float(beta[0]), float(beta[1])
 
 
 def shares(queries: list[Query], calibration: Calibration) -> tuple[float, float]:
-    """(answerable queries whose best right answer clears the threshold, negatives with nothing above it)."""
+    """(answerable queries whose best right answer clears 0.7, negatives with nothing above it)."""
     kept, rejected, answerable, negatives = 0, 0, 0, 0
     for q in queries:
         scores = [calibration.relevance(c, s, t) for c, s, t in q.features]
@@ -107,24 +122,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, nargs="*", default=DEV)
     args = parser.parse_args()
-    queries = [q for path in args.data for q in collect(path)]
-    bias, *weights = fit(queries)
-    best = None
-    for shift in np.linspace(-8, 8, 321):
-        calibration = Calibration(round(bias + shift, 3), *(round(w, 3) for w in weights))
-        kept, rejected = shares(queries, calibration)
-        # Keep as many answers as possible while rejecting at least MIN_REJECTED of the negatives.
-        score = (rejected >= MIN_REJECTED, kept, rejected)
-        if best is None or score > best[0]:
-            best = (score, calibration, kept, rejected)
-    assert best is not None
-    _, calibration, kept, rejected = best
-    current = shares(queries, HYBRID)
+    sets = [collect(path) for path in args.data]
+    queries = [q for queries in sets for q in queries]
+    direction = best_direction(sets)
+    bias, scale = fit_scale(queries, direction)
+    fitted = Calibration(round(bias, 3), *(round(scale * w, 3) for w in direction))
     print(f"{len(queries)} queries, {sum(len(q.labels) for q in queries)} candidates")
-    print(f"current {HYBRID}: answers kept {current[0]:.3f}, negatives rejected {current[1]:.3f}")
-    print(f"fitted  {calibration}: answers kept {kept:.3f}, negatives rejected {rejected:.3f}")
-    z = -math.log(1 / THRESHOLD - 1)
-    print(f"relevance 0.7 needs bias + weights·features ≥ {z:.3f}")
+    for name, queries_of_set in zip(args.data, sets, strict=True):
+        print(f"  {name.name}: R@5 of the fused ranking {recall_at_5(queries_of_set, direction):.3f}")
+    for label, calibration in (("current", HYBRID), ("fitted", fitted)):
+        kept, rejected = shares(queries, calibration)
+        print(f"{label} {calibration}: answers kept at 0.7 {kept:.3f}, negatives rejected {rejected:.3f}")
 
 
 if __name__ == "__main__":
