@@ -72,6 +72,15 @@ class Position:
 
 
 @dataclass(frozen=True, slots=True)
+class RankFields:
+    """What ranking needs of a memory beyond its relevance; reading only these keeps recall cheap."""
+
+    updated_at: datetime
+    importance: float
+    access_count: int
+
+
+@dataclass(frozen=True, slots=True)
 class TextHit:
     memory_id: str
     key: int  # the memory's storage key

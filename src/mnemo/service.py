@@ -41,7 +41,7 @@ from mnemo.model import (
     normalise_tags,
     subject_key,
 )
-from mnemo.query import DateRange, Filters, Position, Sort
+from mnemo.query import DateRange, Filters, Position, RankFields, Sort
 from mnemo.search import Searcher
 from mnemo.stats import StatsReport, report
 from mnemo.storage import Storage
@@ -379,29 +379,31 @@ class MemoryService:
         pool = max(CANDIDATE_POOL, 3 * (offset + limit))
         found = self.searcher.find(query, search_terms(query), filters, pool)
         relevant = [c for c in found.candidates if c.relevance >= MIN_RELEVANCE]
-        memories = {m.id: m for m in self.storage.get_many([c.memory_id for c in relevant])}
+        fields = self.storage.rank_fields([c.memory_id for c in relevant])
         max_access = self.storage.max_access_count() if relevant else 0
         ranked = sorted(
             (
-                RecallHit(memory, self._score(memory, c.relevance, weights, decay, now, max_access))
+                (c.memory_id, self._score(f, c.relevance, weights, decay, now, max_access))
                 for c in relevant
-                if (memory := memories.get(c.memory_id)) is not None
+                if (f := fields.get(c.memory_id)) is not None
             ),
-            key=lambda h: h.scores.combined,
+            key=lambda pair: pair[1].combined,
             reverse=True,
         )
         page = ranked[offset : offset + limit]
+        memories = {m.id: m for m in self.storage.get_many([memory_id for memory_id, _ in page])}
         if page:
-            self.storage.record_recall([h.memory.id for h in page], now)
-            page = [
-                RecallHit(h.memory.evolve(access_count=h.memory.access_count + 1, accessed_at=now), h.scores)
-                for h in page
-            ]
+            self.storage.record_recall([memory_id for memory_id, _ in page], now)
+        hits = [
+            RecallHit(memories[memory_id].evolve(access_count=memories[memory_id].access_count + 1, accessed_at=now), s)
+            for memory_id, s in page
+            if memory_id in memories
+        ]
         elapsed = (time.perf_counter() - started) * 1000
-        return RecallResult(page, len(ranked), elapsed, found.warnings, found.embedded)
+        return RecallResult(hits, len(ranked), elapsed, found.warnings, found.embedded)
 
     def _score(
-        self, memory: Memory, relevance: float, weights: ranking.Weights, decay: ranking.Decay,
+        self, memory: RankFields, relevance: float, weights: ranking.Weights, decay: ranking.Decay,
         now: datetime, max_access: int,
     ) -> ranking.Scores:  # fmt: skip
         age_days = (now - memory.updated_at).total_seconds() / 86400

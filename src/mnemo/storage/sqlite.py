@@ -32,7 +32,7 @@ from mnemo.model import (
     from_iso,
     to_iso,
 )
-from mnemo.query import Filters, Position, Sort, SortField, TextHit
+from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit
 from mnemo.storage import EventPattern, Granularity, GroupKey, StoredVector, Totals
 from mnemo.storage.sqlite_schema import MIGRATIONS
 
@@ -363,6 +363,17 @@ class SQLiteStorage:
     def get(self, memory_id: str) -> Memory | None:
         found = self.get_many([memory_id])
         return found[0] if found else None
+
+    def rank_fields(self, memory_ids: Sequence[str]) -> dict[str, RankFields]:
+        if not memory_ids:
+            return {}
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT m.id, m.updated_at, m.importance, m.access_count FROM json_each(?) AS k"
+                " CROSS JOIN memories m ON m.id = k.value",
+                [json.dumps(list(memory_ids))],
+            ).fetchall()
+        return {mid: RankFields(from_iso(updated), importance, count) for mid, updated, importance, count in rows}
 
     def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
         if not memory_ids:
