@@ -300,6 +300,7 @@ class MemoryService:
         load = getattr(self.embedder, "load", None)
         if load is not None:
             load()
+        self.categories.load()
         self.embed_pending()
 
     def reindex(self, progress: Callable[[int, int], None] | None = None, batch: int = 64) -> int:
