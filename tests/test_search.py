@@ -11,7 +11,7 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed import Vectors
 from mnemo.embed.fake import FakeEmbedder
-from mnemo.errors import EmbeddingError
+from mnemo.errors import Duplicate, EmbeddingError
 from mnemo.model import Context
 from mnemo.query import Filters
 from mnemo.service import MemoryService
@@ -54,7 +54,8 @@ def test_a_narrow_filter_returns_the_true_nearest_among_the_memories_it_keeps(hy
     embedder = hybrid.embedder
     assert embedder is not None
     for i in range(300):
-        hybrid.store(f"gardening note {i} about roses and tulips", context=Context(user_id="crowd"))
+        code = f"{i * 7919:x}{i * 104729:x}"  # distinct words, so no two notes are near-duplicates
+        hybrid.store(f"gardening {code} about roses, tulips and {code[::-1]}", context=Context(user_id="crowd"))
     hybrid.store("roses need pruning in march", context=Context(user_id="rare"))
     hybrid.store("the boiler was serviced", context=Context(user_id="rare"))
     found = hybrid.recall("rose pruning", user_id="rare", limit=2)
@@ -112,3 +113,22 @@ def test_updated_content_is_embedded_again(hybrid: MemoryService):
     (key,) = hybrid.storage.keys_matching(Filters(now=hybrid.clock.now()))
     expected = FakeEmbedder().embed_query("Mia collects vinyl records")
     assert index.similarity(expected, [key])[key] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_same_memory_in_other_words_is_a_duplicate_of_the_first(settings: Settings, clock: ManualClock):
+    svc = open_service(settings, clock=clock, embedder=FakeEmbedder(dimension=256))
+    first = svc.store("Emma is lactose intolerant and avoids milk")
+    with pytest.raises(Duplicate) as caught:
+        svc.store("Note: Emma is lactose intolerant and avoids milk!!")
+    assert caught.value.existing_id == first.memory.id
+    assert caught.value.details["similarity"] >= 0.95
+    svc.store("Note: Emma is lactose intolerant and avoids milk!!", context=Context(user_id="someone-else"))
+    svc.storage.close()
+
+
+def test_memories_that_differ_only_in_their_numbers_are_not_duplicates(settings: Settings, clock: ManualClock):
+    svc = open_service(settings, clock=clock, embedder=FakeEmbedder(dimension=256))
+    svc.store("Deploy window for the billing service is at 10:15 on Fridays")
+    svc.store("Deploy window for the billing service is at 11:15 on Fridays")
+    assert svc.list().total == 2
+    svc.storage.close()

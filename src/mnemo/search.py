@@ -10,15 +10,22 @@ is meant to be read as "probably an answer".
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from mnemo.embed import Embedder, Vectors
+from mnemo.model import Status
 from mnemo.query import Filters
 from mnemo.storage import Storage
 from mnemo.vector_index import VectorIndex
 
 WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters per wanted result
+# Cosine from which two memories of one user count as the same memory in other words. Measured by
+# benchmarks/near_duplicates.py on the dev sets: light rewrites of a memory score 0.986 at the
+# median and 0.964 at the 5th percentile; 0.32% of distinct memories (4,385) have a neighbour this close.
+NEAR_DUPLICATE = 0.95
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,10 @@ class Found:
     candidates: list[Candidate]
     warnings: list[str] = field(default_factory=list)
     embedded: bool = False  # whether the query was embedded (meaning was used)
+
+
+def numbers_in(text: str) -> list[str]:
+    return sorted(re.findall(r"\d+(?:[.,:]\d+)*", text))
 
 
 class Searcher:
@@ -109,6 +120,30 @@ class Searcher:
             standout = (cosine - mean) / spread if spread > 1e-6 else 0.0
             found.append(Candidate(memory_id, key, t, cosine, standout, HYBRID.relevance(cosine, standout, t)))
         return Found(found, embedded=True)
+
+    def near_duplicate(
+        self, vector: Vectors, content: str, user_id: str | None, now: datetime
+    ) -> tuple[str, float] | None:
+        """An active or archived memory of the same user that says the same, with its cosine, if any.
+
+        The model barely sees numbers ("task 12 done" and "task 13 done" score above 0.95), so a
+        memory whose numbers differ is a different fact, however close its vector.
+        """
+        if self.index is None:
+            return None
+        self.index.refresh(self.storage)
+        close = [(key, cosine) for key, cosine in self.index.search(vector, 5) if cosine >= NEAR_DUPLICATE]
+        if not close:
+            return None
+        filters = Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=False)
+        passing = self.storage.keys_passing([key for key, _ in close], filters)
+        found = {m.id: m for m in self.storage.get_many(list(passing.values()))}
+        numbers = numbers_in(content)
+        for key, cosine in close:
+            twin = found.get(passing.get(key, ""))
+            if twin is not None and twin.context.user_id == user_id and numbers_in(twin.content) == numbers:
+                return twin.id, cosine
+        return None
 
     def _nearest(self, vector: Vectors, filters: Filters, pool: int) -> list[tuple[int, float]]:
         """The pool nearest memories that pass the filters: the true top-k among the matching."""

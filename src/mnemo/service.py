@@ -18,7 +18,7 @@ from typing import Any
 from mnemo import enrich, ranking
 from mnemo.clock import Clock, SystemClock
 from mnemo.embed import Embedder, Vectors
-from mnemo.errors import Conflict, EmbeddingError, InvalidInput, NotFound, QuotaExceeded, TooComplex
+from mnemo.errors import Conflict, Duplicate, EmbeddingError, InvalidInput, NotFound, QuotaExceeded, TooComplex
 from mnemo.model import (
     DEFAULT_RETENTION_DAYS,
     MAX_CONTENT_CHARS,
@@ -232,6 +232,14 @@ class MemoryService:
 
         vectors, embed_error = self._try_embed([content])
         vector = None if vectors is None else vectors[0]
+        if vector is not None:
+            twin = self.searcher.near_duplicate(vector, content, context.user_id, now)
+            if twin is not None:
+                raise Duplicate(
+                    f"a memory with the same meaning is already stored as {twin[0]} (similarity {twin[1]:.3f})",
+                    existing_id=twin[0],
+                    similarity=round(twin[1], 4),
+                )
         detected = Category(category) if category else self.categories.detect(content, vector)
         extra_tags = enrich.auto_tags(content, given_tags)
         created = as_utc(timestamp) if timestamp else now
