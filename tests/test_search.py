@@ -35,10 +35,12 @@ class FlakyEmbedder(FakeEmbedder):
         return super().embed_documents(texts)
 
 
-def test_storing_a_memory_stores_its_vector(hybrid: MemoryService):
+def test_storing_a_memory_stores_its_vector_and_stats_count_its_bytes(hybrid: MemoryService):
     result = hybrid.store("Emma is lactose intolerant")
     assert result.embedded
     assert hybrid.storage.vector_bytes() == 4 * hybrid.searcher.index.dimension  # type: ignore[union-attr]
+    size = hybrid.stats(scope="global", metrics=["storage_size"]).statistics["storage_size"]
+    assert size["embeddings_bytes"] == 4 * hybrid.searcher.index.dimension  # type: ignore[union-attr]
 
 
 def test_meaning_finds_a_memory_whose_words_differ(hybrid: MemoryService):

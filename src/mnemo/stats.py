@@ -190,7 +190,7 @@ class _Metrics:
         return {
             "total_bytes": totals.content_bytes,
             "average_memory_bytes": totals.content_bytes // totals.count if totals.count else 0,
-            "embeddings_bytes": 0,  # recall is by words; no vectors are stored yet
+            "embeddings_bytes": self.storage.vector_bytes(self.every),
             "database_file_bytes": self.storage.size_bytes(),
         }
 

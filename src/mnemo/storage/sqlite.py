@@ -627,9 +627,15 @@ class SQLiteStorage:
         with self._read() as db:
             return [key for (key,) in db.execute(f"SELECT m.rowid FROM memories m WHERE {where}", params)]
 
-    def vector_bytes(self) -> int:
+    def vector_bytes(self, filters: Filters | None = None) -> int:
+        """Bytes of the vectors of the memories the filters keep (of every memory without filters)."""
+        where, params = _where(filters) if filters is not None else ("1", [])
         with self._read() as db:
-            (size,) = db.execute("SELECT COALESCE(SUM(length(vector)), 0) FROM vectors").fetchone()
+            (size,) = db.execute(
+                f"SELECT COALESCE(SUM(length(v.vector)), 0) FROM vectors v JOIN memories m ON m.rowid = v.memory_rowid"
+                f" WHERE {where}",
+                params,
+            ).fetchone()
         return size
 
     # -- statistics --------------------------------------------------------------------
