@@ -137,7 +137,7 @@ def load(home: Path, count: int, users: list[str], rng: random.Random) -> float:
     seconds = time.perf_counter() - started
     storage = words_only.storage
     storage.reset_vectors(LocalEmbedder().name)
-    ids = [m.id for m, _ in storage.list(Filters(now=words_only.clock.now()), Sort(), limit=count + 1)]
+    ids = [m.id for m, _ in storage.select(Filters(now=words_only.clock.now()), Sort(), limit=count + 1)]
     generator = np.random.default_rng(7)
     for start in range(0, len(ids), 5_000):
         chunk = ids[start : start + 5_000]

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -208,3 +209,17 @@ def test_the_name_says_http_and_the_model() -> None:
 )
 def test_the_endpoint_is_v1_embeddings_whether_or_not_the_base_url_ends_in_v1(base: str) -> None:
     assert embeddings_url(base) == "http://h:1/v1/embeddings"
+
+
+def test_settings_for_an_http_embedder_need_its_url_model_and_dimension(tmp_path: Path) -> None:
+    from mnemo.app import make_embedder
+    from mnemo.config import Settings
+    from mnemo.embed.http import HttpEmbedder
+    from mnemo.errors import InvalidInput
+
+    base = {"home": tmp_path, "embedder": "http", "embedding_url": "http://127.0.0.1:9", "embedding_model": "m"}
+    with pytest.raises(InvalidInput):
+        make_embedder(Settings(**base))
+    embedder = make_embedder(Settings(**base, embedding_dimension=8))
+    assert isinstance(embedder, HttpEmbedder)
+    assert embedder.dimension == 8

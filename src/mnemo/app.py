@@ -28,9 +28,16 @@ def make_embedder(settings: Settings) -> Embedder | None:
         case "http":
             from mnemo.embed.http import HttpEmbedder
 
-            if not settings.embedding_url or not settings.embedding_model:
-                raise InvalidInput("embedder=http needs MNEMO_EMBEDDING_URL and MNEMO_EMBEDDING_MODEL")
-            return HttpEmbedder(settings.embedding_url, settings.embedding_model, api_key=settings.embedding_api_key)
+            if not (settings.embedding_url and settings.embedding_model and settings.embedding_dimension):
+                raise InvalidInput(
+                    "embedder=http needs MNEMO_EMBEDDING_URL, MNEMO_EMBEDDING_MODEL and MNEMO_EMBEDDING_DIMENSION"
+                )
+            return HttpEmbedder(
+                settings.embedding_url,
+                settings.embedding_model,
+                settings.embedding_dimension,
+                api_key=settings.embedding_api_key,
+            )
         case "local":
             from mnemo.embed.local import LocalEmbedder
 

@@ -47,6 +47,9 @@ class Settings(BaseSettings):
         None, description="Base URL of an OpenAI-compatible embeddings API (for embedder=http)."
     )
     embedding_model: str | None = Field(None, description="Model name sent to that API (for embedder=http).")
+    embedding_dimension: int | None = Field(
+        None, ge=1, description="Length of that model's vectors (for embedder=http), e.g. 768 for nomic-embed-text."
+    )
     embedding_api_key: str | None = Field(None, description="Bearer key for that API, if it needs one.")
 
     def store_folder(self, name: str | None = None) -> Path:

@@ -642,7 +642,7 @@ class MemoryService:
             subject_key=subject_key(subject) if subject else None,
             access_levels=tuple(access_levels) if access_levels else None,
         )
-        rows = self.storage.list(filters, sort, limit + 1, offset if after is None else 0, after)
+        rows = self.storage.select(filters, sort, limit + 1, offset if after is None else 0, after)
         has_more = len(rows) > limit
         rows = rows[:limit]
         memories = [m for m, _ in rows]

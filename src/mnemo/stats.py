@@ -88,7 +88,7 @@ def _scope_filters(storage: Storage, scope: str, scope_id: str | None, now: date
                 raise InvalidInput("scope 'conversation' needs a scope_id", field="scope_id")
             filters = replace(base, conversation_id=scope_id)
         case "category":
-            if scope_id not in Category.__members__.values():
+            if scope_id is None or scope_id not in Category.__members__.values():
                 raise InvalidInput("scope 'category' needs a scope_id naming a category", field="scope_id")
             return replace(base, categories=(scope_id,))
         case _:
@@ -99,7 +99,7 @@ def _scope_filters(storage: Storage, scope: str, scope_id: str | None, now: date
 
 
 def _earliest(storage: Storage, filters: Filters) -> datetime | None:
-    first = storage.list(filters, Sort(SortField.CREATED_AT, descending=False), 1)
+    first = storage.select(filters, Sort(SortField.CREATED_AT, descending=False), 1)
     return first[0][0].created_at if first else None
 
 
@@ -203,7 +203,7 @@ class _Metrics:
 
     def access_patterns(self) -> dict[str, Any]:
         totals = self.storage.totals(self.live)
-        top = self.storage.list(self.live, Sort(SortField.ACCESS_COUNT), 1)
+        top = self.storage.select(self.live, Sort(SortField.ACCESS_COUNT), 1)
         most = top[0][0] if top and top[0][0].access_count > 0 else None
         return {
             "total_recalls": totals.access_total,

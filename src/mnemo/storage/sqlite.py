@@ -534,7 +534,7 @@ class SQLiteStorage:
         ranked = sorted(((scores[key], key, memory_id) for key, memory_id in passing), reverse=True)
         return [TextHit(memory_id, key, score) for score, key, memory_id in ranked[:limit]]
 
-    def list(
+    def select(
         self, filters: Filters, sort: Sort, limit: int, offset: int = 0, after: Position | None = None
     ) -> list[tuple[Memory, Position]]:
         column = _SORT_COLUMNS[sort.field]
