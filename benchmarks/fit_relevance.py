@@ -133,6 +133,12 @@ def main() -> None:
     for label, calibration in (("current", HYBRID), ("fitted", fitted)):
         kept, rejected = shares(queries, calibration)
         print(f"{label} {calibration}: answers kept at 0.7 {kept:.3f}, negatives rejected {rejected:.3f}")
+    # Without a model only the words' candidates exist, and only their BM25 speaks.
+    matched = [Query(q.features[q.features[:, 2] > 0], q.labels[q.features[:, 2] > 0], q.negative) for q in queries]
+    bias, scale = fit_scale(matched, np.array([0.0, 0.0, 1.0]))
+    words_only = Calibration(round(bias, 3), 0.0, 0.0, round(scale, 3))
+    kept, rejected = shares(matched, words_only)
+    print(f"words only {words_only}: answers kept at 0.7 {kept:.3f}, negatives rejected {rejected:.3f}")
 
 
 if __name__ == "__main__":
