@@ -44,6 +44,7 @@ class Query:
     features: np.ndarray  # (candidates, 3): cosine, standout, relative BM25
     labels: np.ndarray  # (candidates,) 1 for a right answer
     negative: bool
+    relevant: int  # right answers the query has, found among the candidates or not
 
 
 def collect(path: Path) -> list[Query]:
@@ -68,7 +69,7 @@ def collect(path: Path) -> list[Query]:
                 relevant = {loaded.ids[r] for r in q["relevant"]}
                 feats = np.array([[c.cosine or 0.0, c.standout, c.text] for c in found.candidates], dtype=np.float64)
                 labels = np.array([c.memory_id in relevant for c in found.candidates], dtype=np.float64)
-                out.append(Query(feats.reshape(-1, 3), labels, q["kind"] == "negative"))
+                out.append(Query(feats.reshape(-1, 3), labels, q["kind"] == "negative", len(relevant)))
             service.storage.close()
     return out
 
@@ -76,10 +77,10 @@ def collect(path: Path) -> list[Query]:
 def recall_at_5(queries: list[Query], direction: np.ndarray) -> float:
     found = []
     for q in queries:
-        if q.negative or not q.labels.any():
+        if q.negative or not q.relevant:
             continue
         top = np.argsort(-(q.features @ direction))[:5]
-        found.append(q.labels[top].sum() / q.labels.sum())
+        found.append(q.labels[top].sum() / q.relevant)
     return float(np.mean(found))
 
 
@@ -134,7 +135,9 @@ def main() -> None:
         kept, rejected = shares(queries, calibration)
         print(f"{label} {calibration}: answers kept at 0.7 {kept:.3f}, negatives rejected {rejected:.3f}")
     # Without a model only the words' candidates exist, and only their BM25 speaks.
-    matched = [Query(q.features[q.features[:, 2] > 0], q.labels[q.features[:, 2] > 0], q.negative) for q in queries]
+    matched = [
+        Query(q.features[q.features[:, 2] > 0], q.labels[q.features[:, 2] > 0], q.negative, q.relevant) for q in queries
+    ]
     bias, scale = fit_scale(matched, np.array([0.0, 0.0, 1.0]))
     words_only = Calibration(round(bias, 3), 0.0, 0.0, round(scale, 3))
     kept, rejected = shares(matched, words_only)
