@@ -210,3 +210,23 @@ def test_importance_rises_for_allergies_and_hard_rules():
     taste = estimate_importance("Mira likes kiwi.", PREFERENCE)
     assert allergy > taste
     assert rule > taste
+
+
+def test_the_fitted_readout_is_kept_so_a_second_process_embeds_no_prototypes(tmp_path: Path) -> None:
+    from mnemo.embed.fake import FakeEmbedder
+
+    class Counting(FakeEmbedder):
+        calls = 0
+
+        def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+            Counting.calls += 1
+            return super().embed_documents(texts)
+
+    first = enrich.CategoryDetector(Counting(), cache_dir=tmp_path)
+    first.load()
+    assert Counting.calls == 1
+    second = enrich.CategoryDetector(Counting(), cache_dir=tmp_path)
+    second.load()
+    assert Counting.calls == 1
+    vector = FakeEmbedder().embed_query("Emma loves strawberries")
+    assert first.detect("Emma loves strawberries", vector) == second.detect("Emma loves strawberries", vector)

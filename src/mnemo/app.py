@@ -13,6 +13,7 @@ from typing import Literal
 from mnemo.clock import Clock
 from mnemo.config import Settings
 from mnemo.embed import Embedder
+from mnemo.enrich import CategoryDetector
 from mnemo.errors import InvalidInput
 from mnemo.service import MemoryService
 from mnemo.storage.sqlite import SQLiteStorage
@@ -58,10 +59,12 @@ def open_service(
     settings = settings or Settings()
     name = store or settings.store
     storage = SQLiteStorage(settings.store_folder(name), name, settings.busy_timeout_s)
+    chosen = make_embedder(settings) if embedder == "from settings" else embedder
     return MemoryService(
         storage,
         clock,
-        make_embedder(settings) if embedder == "from settings" else embedder,
+        chosen,
+        CategoryDetector(chosen, cache_dir=settings.cache_dir),
         recency_half_life_days=settings.recency_half_life_days,
         max_memories=settings.max_memories,
         actor=actor,

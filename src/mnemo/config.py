@@ -13,8 +13,6 @@ import platformdirs
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-PROFILES = ("full",)
-
 
 def default_home() -> Path:
     return Path(platformdirs.user_data_dir("mnemo", appauthor=False))
@@ -54,6 +52,11 @@ class Settings(BaseSettings):
 
     def store_folder(self, name: str | None = None) -> Path:
         return self.home / "stores" / (name or self.store)
+
+    @property
+    def cache_dir(self) -> Path:
+        """What mnemo can rebuild from its inputs, e.g. the category read-out fitted to the model."""
+        return self.home / "cache"
 
     @property
     def log_file(self) -> Path:

@@ -160,6 +160,7 @@ class MemoryService:
         storage: Storage,
         clock: Clock | None = None,
         embedder: Embedder | None = None,
+        categories: enrich.CategoryDetector | None = None,
         *,
         recency_half_life_days: float = 30.0,
         max_memories: int | None = None,
@@ -172,7 +173,7 @@ class MemoryService:
         self.actor = actor
         self.embedder = embedder
         self.searcher = Searcher(storage, embedder)
-        self.categories = enrich.CategoryDetector(embedder)
+        self.categories = categories or enrich.CategoryDetector(embedder)
         if embedder is not None and storage.vector_model() is None:
             storage.reset_vectors(embedder.name)  # a store's first model is the one it meets first
         storage.purge_due(self.clock.now())
