@@ -134,3 +134,13 @@ def test_memories_that_differ_only_in_their_numbers_are_not_duplicates(settings:
     svc.store("Deploy window for the billing service is at 11:15 on Fridays")
     assert svc.list().total == 2
     svc.storage.close()
+
+
+def test_a_model_failing_on_the_query_is_an_embedding_error(settings: Settings, clock: ManualClock):
+    embedder = FlakyEmbedder()
+    svc = open_service(settings, clock=clock, embedder=embedder)
+    svc.store("Ava's passport expires in June")
+    embedder.broken = True
+    with pytest.raises(EmbeddingError):
+        svc.recall("passport")
+    svc.storage.close()

@@ -10,7 +10,6 @@ these, once each, into their spec's error shape. Storage adapters map driver err
     ├── Duplicate           DUPLICATE           the same content is already stored
     ├── Conflict            CONFLICT            the memory moved on since the caller read it
     ├── Locked              LOCKED              the store stayed busy past the lock timeout
-    ├── PermissionDenied    PERMISSION_DENIED   the caller may not touch this memory
     ├── TooComplex          QUERY_TOO_COMPLEX   a query with more filter values than allowed
     ├── QuotaExceeded       QUOTA_EXCEEDED      the store holds its configured maximum
     ├── EmbeddingError      EMBEDDING_ERROR     the embedding model failed or is not installed
@@ -58,10 +57,6 @@ class Conflict(MnemoError):
 
 class Locked(MnemoError):
     code = "LOCKED"
-
-
-class PermissionDenied(MnemoError):
-    code = "PERMISSION_DENIED"
 
 
 class TooComplex(MnemoError):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from mnemo.embed import Embedder, Vectors
+from mnemo.errors import EmbeddingError
 from mnemo.model import Status
 from mnemo.query import Filters
 from mnemo.storage import Storage
@@ -103,7 +104,12 @@ class Searcher:
             ]
             return Found(found, [problem] if problem else [])
 
-        vector = self.embedder.embed_query(query)
+        try:
+            vector = self.embedder.embed_query(query)
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # a model's own failure reaches callers as mnemo's error
+            raise EmbeddingError(f"the query could not be embedded: {exc}") from exc
         self.index.refresh(self.storage)
         nearest = self._nearest(vector, filters, pool)
         cosines = dict(nearest)

@@ -30,9 +30,6 @@ class VectorIndex:
         self._seq = 0
         self._lock = threading.Lock()
 
-    def __len__(self) -> int:
-        return self._size
-
     def refresh(self, storage: Storage) -> None:
         """Take in every vector written since the last refresh, by this process or another."""
         with self._lock:

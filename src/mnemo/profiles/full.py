@@ -307,7 +307,6 @@ _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
     (errors.NotFound, "MEMORY_NOT_FOUND", 404),
     (errors.Duplicate, "DUPLICATE_MEMORY", 409),
     (errors.Conflict, "CONCURRENT_MODIFICATION", 409),
-    (errors.PermissionDenied, "UNAUTHORIZED", 403),
     (errors.TooComplex, "QUERY_TOO_COMPLEX", 413),
     (errors.Locked, "MEMORY_LOCKED", 423),
     (errors.QuotaExceeded, "STORAGE_QUOTA_EXCEEDED", 507),
