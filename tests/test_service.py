@@ -185,3 +185,71 @@ def test_subjects_match_whatever_their_case_and_spacing(service: MemoryService):
     assert [m.subject for m in service.list(subject="emma").memories] == ["Emma"]
     assert service.recall("lactose", subject="EMMA").total == 1
     assert service.recall("lactose", subject="Liam").total == 0
+
+
+def test_one_subject_keeps_the_spelling_it_was_first_stored_with(service: MemoryService):
+    service.store("Emma is lactose intolerant", subject="Emma")
+    later = service.store("Emma plays the violin", subject="  emma ")
+    assert later.memory.subject == "Emma"
+    assert service.list(subject="EMMA").total == 2
+    assert service.overview().by_subject == {"Emma": 2}
+
+
+def test_the_same_content_about_another_subject_is_not_a_duplicate(service: MemoryService):
+    service.store("Likes pizza", subject="Emma")
+    service.store("Likes pizza", subject="Jake")
+    with pytest.raises(Duplicate):
+        service.store("likes pizza", subject="jake")
+
+
+def test_a_duplicate_can_return_the_memory_already_stored_instead_of_failing(service: MemoryService):
+    first = service.store("Emma is lactose intolerant", subject="Emma")
+    again = service.store("Emma is lactose intolerant.", subject="emma", on_duplicate="return")
+    assert again.existing and again.memory.id == first.memory.id
+    assert service.list().total == 1
+
+
+def test_a_label_of_the_callers_own_is_kept_and_filed_under_custom(service: MemoryService):
+    memory = service.store("Retries help with flaky network calls", category="pattern").memory
+    assert memory.category == "pattern"
+    assert [m.id for m in service.list(labels=["pattern"]).memories] == [memory.id]
+    assert [m.id for m in service.list(categories=["custom"]).memories] == [memory.id]
+    assert service.overview().by_category == {"custom": 1}
+
+
+def test_spec_001_category_names_are_filed_under_spec_004_ones(service: MemoryService):
+    service.store("Emma must not eat dairy", category="restriction")
+    assert service.list(categories=["instruction"]).total == 1
+
+
+def test_an_outdated_memory_keeps_why_and_is_no_longer_recalled(service: MemoryService):
+    memory = service.store("Emma lives in Porto").memory
+    result = service.update(memory.id, status=Status.OUTDATED, reason="moved to Lisbon")
+    assert result.memory.status is Status.OUTDATED and result.memory.forget_details == "moved to Lisbon"
+    assert service.recall("where does Emma live").hits == []
+    assert service.get(memory.id).content == "Emma lives in Porto"
+    assert service.list(statuses=["outdated"]).total == 1
+
+
+def test_type_metadata_and_archiving_are_updates_like_any_other(service: MemoryService):
+    memory = service.store("Use ruff for linting", type="core").memory
+    result = service.update(memory.id, type="learning", metadata={"source": "review"}, status=Status.ARCHIVED)
+    assert set(result.updated_fields) == {"type", "metadata", "status"}
+    assert service.list(types=["learning"], statuses=["archived"]).total == 1
+    with pytest.raises(InvalidInput):
+        service.update(memory.id, type="hobby")
+    with pytest.raises(InvalidInput):
+        service.update(memory.id, status=Status.FORGOTTEN)
+
+
+def test_the_overview_counts_types_bands_tags_and_finds_the_most_accessed(service: MemoryService):
+    a = service.store("Prefers pytest", type="core", importance=0.9, tags=["python", "testing"]).memory
+    service.store("Deploy on Fridays is risky", type="learning", importance=0.1, tags=["python"])
+    service.recall("pytest")
+    summary = service.overview()
+    assert summary.count == 2
+    assert summary.by_type == {"core": 1, "learning": 1}
+    assert summary.by_importance == {"high": 1, "low": 1}
+    assert summary.top_tags[0] == ("python", 2)
+    assert summary.most_accessed is not None and summary.most_accessed.id == a.id
+    assert summary.storage_bytes > 0

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from mnemo import __version__
 from mnemo.app import open_service
-from mnemo.config import Settings
+from mnemo.config import PROFILE_NAMES, Settings
 from mnemo.errors import MnemoError
 from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, Memory, to_iso
 from mnemo.query import Sort, SortField
@@ -166,7 +166,12 @@ def cli(store: str | None) -> None:
 
 
 @cli.command()
-@click.option("--profile", default=None, help="Tool surface to serve (default: MNEMO_PROFILE or full).")
+@click.option(
+    "--profile",
+    type=click.Choice(PROFILE_NAMES),
+    default=None,
+    help="Tool surface to serve (default: MNEMO_PROFILE or full).",
+)
 @click.option("--store", default=None, help="Store to serve (default: MNEMO_STORE or default).")
 def serve(profile: str | None, store: str | None) -> None:
     """Serve MCP on stdio (for Claude Desktop, Claude Code, Cursor...)."""

@@ -13,6 +13,9 @@ import platformdirs
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+PROFILE_NAMES = ("full", "agent", "memento", "stores", "shared")  # one per spec, in mnemo.profiles
+Profile = Literal["full", "agent", "memento", "stores", "shared"]
+
 
 def default_home() -> Path:
     return Path(platformdirs.user_data_dir("mnemo", appauthor=False))
@@ -23,7 +26,7 @@ class Settings(BaseSettings):
 
     home: Path = Field(default_factory=default_home, description="Data directory for stores and logs.")
     store: str = Field("default", description="The store that servers and commands use.")
-    profile: str = Field("full", description="The tool surface `mnemo serve` offers.")
+    profile: Profile = Field("full", description="The tool surface `mnemo serve` offers.")
     log_level: str = Field("INFO", description="Level of the log file and of stderr.")
     busy_timeout_s: float = Field(30.0, gt=0, description="How long a write waits for another writer.")
     recency_half_life_days: float = Field(

@@ -38,6 +38,28 @@ class Category(StrEnum):
     CUSTOM = "custom"
 
 
+# Spec 004's categories are the canonical ones. A memory may carry another label (spec 000 lets
+# callers name their own, e.g. "pattern"); it is filed under the canonical category it maps to.
+MAX_CATEGORY_CHARS = 50
+CATEGORY_ALIASES = {"restriction": Category.INSTRUCTION, "history": Category.EVENT}  # spec 001's names
+
+
+def canonical_category(label: str | None) -> Category:
+    if label is None:
+        return Category.CUSTOM
+    if label in Category.__members__.values():
+        return Category(label)
+    return CATEGORY_ALIASES.get(label, Category.CUSTOM)
+
+
+class MemoryType(StrEnum):
+    """Spec 000's kinds of memory."""
+
+    CORE = "core"
+    LEARNING = "learning"
+    TASK = "task"
+
+
 class AccessLevel(StrEnum):
     PUBLIC = "public"
     PRIVATE = "private"
@@ -64,6 +86,8 @@ class ImportanceBand(StrEnum):
 
 IMPORTANCE_HIGH_MIN = 0.7
 IMPORTANCE_MEDIUM_MIN = 0.4
+# The importance a band stands for when a caller names only the band (specs 000 and 003).
+BAND_IMPORTANCE = {ImportanceBand.HIGH: 0.8, ImportanceBand.MEDIUM: 0.5, ImportanceBand.LOW: 0.2}
 
 
 def importance_band(importance: float) -> ImportanceBand:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
 
@@ -30,13 +30,16 @@ class Filters:
     now: datetime
     statuses: tuple[Status, ...] | None = (Status.ACTIVE,)
     ids: tuple[str, ...] | None = None
-    categories: tuple[str, ...] | None = None
+    categories: tuple[str, ...] | None = None  # canonical (spec 004) categories; labels map onto them
+    labels: tuple[str, ...] | None = None  # categories exactly as stored (spec 000's own labels)
     tags_any: tuple[str, ...] | None = None
     tags_all: tuple[str, ...] | None = None
     types: tuple[str, ...] | None = None
     user_id: str | None = None
     conversation_id: str | None = None
     subject_key: str | None = None
+    agent_names: tuple[str, ...] | None = None
+    has_agent: bool | None = None  # True: only entries an agent signed (spec 003's shared space)
     access_levels: tuple[str, ...] | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
@@ -47,14 +50,10 @@ class Filters:
     @property
     def selects_by_attribute(self) -> bool:
         """True when more than status and expiry decide: such filters may keep few memories."""
-        return any(
-            value is not None
-            for value in (
-                self.ids, self.categories, self.tags_any, self.tags_all, self.types, self.user_id,
-                self.conversation_id, self.subject_key, self.access_levels, self.created_from, self.created_to,
-                self.importance_min, self.importance_max,
-            )
-        )  # fmt: skip
+        return any(getattr(self, f.name) is not None for f in fields(self) if f.name not in _NOT_ATTRIBUTES)
+
+
+_NOT_ATTRIBUTES = {"now", "statuses", "include_expired"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,9 +129,9 @@ class Searcher:
         return Found(found, embedded=True)
 
     def near_duplicate(
-        self, vector: Vectors, content: str, user_id: str | None, now: datetime
+        self, vector: Vectors, content: str, user_id: str | None, subject_key: str | None, now: datetime
     ) -> tuple[str, float] | None:
-        """An active or archived memory of the same user that says the same, with its cosine, if any.
+        """An active or archived memory of the same user and subject that says the same, with its cosine.
 
         The model barely sees numbers ("task 12 done" and "task 13 done" score above 0.95), so a
         memory whose numbers differ is a different fact, however close its vector.
@@ -148,7 +148,11 @@ class Searcher:
         numbers = numbers_in(content)
         for key, cosine in close:
             twin = found.get(passing.get(key, ""))
-            if twin is not None and twin.context.user_id == user_id and numbers_in(twin.content) == numbers:
+            if (
+                twin is not None
+                and (twin.context.user_id, twin.subject_key) == (user_id, subject_key)
+                and numbers_in(twin.content) == numbers
+            ):
                 return twin.id, cosine
         return None
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from mnemo import enrich, ranking
 from mnemo.clock import Clock, SystemClock
@@ -21,6 +21,7 @@ from mnemo.embed import Embedder, Vectors
 from mnemo.errors import Conflict, Duplicate, EmbeddingError, InvalidInput, NotFound, QuotaExceeded, TooComplex
 from mnemo.model import (
     DEFAULT_RETENTION_DAYS,
+    MAX_CATEGORY_CHARS,
     MAX_CONTENT_CHARS,
     MAX_PAGE,
     MAX_QUERY_CHARS,
@@ -30,23 +31,25 @@ from mnemo.model import (
     MAX_TAGS,
     AccessLevel,
     Backup,
-    Category,
     Change,
     Context,
     ForgetReason,
     Memory,
+    MemoryType,
     Status,
     as_utc,
+    canonical_category,
     new_id,
     normalise_tags,
     subject_key,
 )
 from mnemo.query import DateRange, Filters, Position, RankFields, Sort
 from mnemo.search import Searcher
-from mnemo.stats import StatsReport, report
+from mnemo.stats import Overview, StatsReport, overview, report
 from mnemo.storage import Storage
 from mnemo.words import search_terms
 
+MAX_LIST_PAGE = 1_000  # list pages may be longer than recall's (spec 003 reads up to 1,000 entries)
 MAX_FILTER_VALUES = 100  # tags + categories + access levels in one query (beyond: 413)
 CANDIDATE_POOL = 200  # candidates taken from words and from meaning each, per recall
 MIN_RELEVANCE = 0.05  # below this calibrated relevance a candidate is not a result at all
@@ -82,6 +85,7 @@ class StoreResult:
     auto_tags: list[str]
     links_created: int
     embedded: bool  # a vector was stored with it (False when recall runs on words only)
+    existing: bool = False  # the memory was already stored (on_duplicate="return"): nothing was written
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +139,20 @@ class ListPage:
     stats: dict[str, MemoryStats] = field(default_factory=dict)
 
 
-STATUS_NAMES = {"active": Status.ACTIVE, "archived": Status.ARCHIVED, "deleted": Status.FORGOTTEN}
+STATUS_NAMES = {
+    "active": Status.ACTIVE,
+    "archived": Status.ARCHIVED,
+    "deleted": Status.FORGOTTEN,
+    "outdated": Status.OUTDATED,
+}
+UPDATABLE_STATUSES = (Status.ACTIVE, Status.ARCHIVED, Status.OUTDATED)  # forgetting is forget()'s
+
+
+def _status_change(status: Status, reason: str | None) -> dict[str, Any]:
+    """The fields a status change sets: an outdated memory keeps why it was superseded."""
+    if status is Status.OUTDATED:
+        return {"status": status, "forget_reason": ForgetReason.OUTDATED.value, "forget_details": reason}
+    return {"status": status, "forget_reason": None, "forget_details": None}
 
 
 def _check_length(name: str, value: str | None, maximum: int) -> None:
@@ -147,6 +164,24 @@ def _check_content(content: str) -> None:
     if not content.strip():
         raise InvalidInput("content must not be empty", field="content")
     _check_length("content", content, MAX_CONTENT_CHARS)
+
+
+def _checked_category(category: str | None) -> str | None:
+    """Spec 004's categories, or a caller's own label of up to MAX_CATEGORY_CHARS (spec 000)."""
+    if category is None:
+        return None
+    label = category.strip()
+    if not label:
+        raise InvalidInput("category must not be empty", field="category")
+    _check_length("category", label, MAX_CATEGORY_CHARS)
+    return label
+
+
+def _check_type(memory_type: str | None) -> None:
+    if memory_type is not None and memory_type not in MemoryType.__members__.values():
+        raise InvalidInput(
+            f"unknown type {memory_type!r}; choose one of {', '.join(t.value for t in MemoryType)}", field="type"
+        )
 
 
 def _check_unit(name: str, value: float | None) -> None:
@@ -202,21 +237,32 @@ class MemoryService:
         subject: str | None = None,
         tags: Sequence[str] = (),
         importance: float | None = None,
+        confidence: float | None = None,
+        type: str | None = None,
         access_level: AccessLevel = AccessLevel.PRIVATE,
         expires_at: datetime | None = None,
         related_memory_ids: Sequence[str] = (),
         metadata: dict[str, Any] | None = None,
         auto_tag: bool = True,
+        on_duplicate: Literal["raise", "return"] = "raise",
         actor: str | None = None,
     ) -> StoreResult:
+        """Save a new memory; its category, tags and importance are derived when not given.
+
+        The same content (or the same meaning, when vectors are on) already stored for the same
+        user and subject is a ``Duplicate``, or with ``on_duplicate="return"`` that memory is
+        returned (``StoreResult.existing``) and nothing is written.
+        """
         now = self.clock.now()
         _check_content(content)
         given_tags = normalise_tags(tuple(tags))
         if len(given_tags) > MAX_TAGS:
             raise InvalidInput(f"at most {MAX_TAGS} tags are allowed, {len(given_tags)} were given", field="tags")
         _check_unit("importance", importance)
-        if category is not None and category not in Category.__members__.values():
-            raise InvalidInput(f"unknown category {category!r}", field="category")
+        _check_unit("confidence", confidence)
+        category = _checked_category(category)
+        _check_type(type)
+        subject = self._subject_spelling(subject)
         if expires_at is not None and as_utc(expires_at) <= now:
             raise InvalidInput("expires_at is in the past", field="expires_at")
         if timestamp is not None and as_utc(timestamp) > now + CLOCK_SKEW:
@@ -233,16 +279,8 @@ class MemoryService:
 
         vectors, embed_error = self._try_embed([content])
         vector = None if vectors is None else vectors[0]
-        if vector is not None:
-            twin = self.searcher.near_duplicate(vector, content, context.user_id, now)
-            if twin is not None:
-                raise Duplicate(
-                    f"a memory with the same meaning is already stored as {twin[0]} (similarity {twin[1]:.3f})",
-                    existing_id=twin[0],
-                    similarity=round(twin[1], 4),
-                )
-        detected = Category(category) if category else self.categories.detect(content, vector)
-        extra_tags = enrich.auto_tags(content, given_tags)
+        detected = category or self.categories.detect(content, vector).value
+        extra_tags = enrich.auto_tags(content, given_tags) if auto_tag else []
         created = as_utc(timestamp) if timestamp else now
         memory = Memory(
             id=new_id(),
@@ -251,20 +289,42 @@ class MemoryService:
             updated_at=created,
             accessed_at=created,
             store=self.storage.name,
-            category=detected.value,
-            subject=subject.strip() if subject and subject.strip() else None,
+            category=detected,
+            subject=subject,
+            type=type,
             tags=given_tags,
-            auto_tags=tuple(extra_tags) if auto_tag else (),
-            importance=importance if importance is not None else enrich.estimate_importance(content, detected),
+            auto_tags=tuple(extra_tags),
+            importance=importance
+            if importance is not None
+            else enrich.estimate_importance(content, canonical_category(detected)),
+            confidence=confidence,
             metadata=dict(metadata or {}),
             context=context,
             access_level=AccessLevel(access_level),
             owner=context.user_id,
             expires_at=as_utc(expires_at) if expires_at else None,
         )
-        self.storage.insert(memory, self._change(memory, "create", actor), related, unique_content=True)
+        try:
+            if vector is not None:
+                self._refuse_near_duplicate(memory, vector)
+            self.storage.insert(memory, self._change(memory, "create", actor), related, unique_content=True)
+        except Duplicate as duplicate:
+            if on_duplicate == "raise":
+                raise
+            return StoreResult(self.get(duplicate.existing_id), [], 0, embedded=False, existing=True)
         embedded = self._save_vectors([memory], vectors, embed_error)
-        return StoreResult(memory, extra_tags if auto_tag else [], len(related), embedded)
+        return StoreResult(memory, extra_tags, len(related), embedded)
+
+    def _refuse_near_duplicate(self, memory: Memory, vector: Vectors) -> None:
+        twin = self.searcher.near_duplicate(
+            vector, memory.content, memory.context.user_id, memory.subject_key, self.clock.now()
+        )
+        if twin is not None:
+            raise Duplicate(
+                f"a memory with the same meaning is already stored as {twin[0]} (similarity {twin[1]:.3f})",
+                existing_id=twin[0],
+                similarity=round(twin[1], 4),
+            )
 
     # -- embeddings --------------------------------------------------------------------
     def _try_embed(self, texts: Sequence[str]) -> tuple[Vectors | None, Exception | None]:
@@ -334,6 +394,12 @@ class MemoryService:
             raise NotFound(f"no memory with id {', '.join(missing)}", memory_ids=missing)
         return found
 
+    def _subject_spelling(self, subject: str | None) -> str | None:
+        """A subject as this store first spelt it: "emma" and " Emma " become the "Emma" already known."""
+        if subject is None or not subject.strip():
+            return None
+        return self.storage.subject_spelling(subject_key(subject)) or " ".join(subject.split())
+
     def get(self, memory_id: str) -> Memory:
         memory = self.storage.get(memory_id)
         if memory is None:
@@ -362,12 +428,19 @@ class MemoryService:
         limit: int = 10,
         offset: int = 0,
         include_archived: bool = False,
+        min_relevance: float = MIN_RELEVANCE,
     ) -> RecallResult:
+        """The memories most relevant to the query, ranked by the weighted factors.
+
+        A memory is a result only when its calibrated relevance reaches ``min_relevance`` (spec
+        001's threshold); outdated and forgotten memories are never recalled.
+        """
         started = time.perf_counter()
         if not query.strip():
             raise InvalidInput("query must not be empty", field="query")
         _check_length("query", query, MAX_QUERY_CHARS)
         _check_unit("min_importance", min_importance)
+        _check_unit("min_relevance", min_relevance)
         self._check_page(limit, offset)
         values = len(categories or ()) + len(tags or ()) + len(access_levels or ())
         if values > MAX_FILTER_VALUES:
@@ -388,7 +461,7 @@ class MemoryService:
         )
         pool = max(CANDIDATE_POOL, 3 * (offset + limit))
         found = self.searcher.find(query, search_terms(query), filters, pool)
-        relevant = [c for c in found.candidates if c.relevance >= MIN_RELEVANCE]
+        relevant = [c for c in found.candidates if c.relevance >= max(min_relevance, MIN_RELEVANCE)]
         fields = self.storage.rank_fields([c.memory_id for c in relevant])
         max_access = self.storage.max_access_count() if relevant else 0
         ranked = sorted(
@@ -426,9 +499,9 @@ class MemoryService:
         )
 
     @staticmethod
-    def _check_page(limit: int, offset: int) -> None:
-        if not 1 <= limit <= MAX_PAGE:
-            raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}", field="limit")
+    def _check_page(limit: int, offset: int, maximum: int = MAX_PAGE) -> None:
+        if not 1 <= limit <= maximum:
+            raise InvalidInput(f"limit must be between 1 and {maximum}", field="limit")
         if offset < 0:
             raise InvalidInput("offset must not be negative", field="offset")
 
@@ -441,6 +514,9 @@ class MemoryService:
         category: str | None = None,
         tags: TagEdit | None = None,
         importance: float | None = None,
+        type: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        status: Status | None = None,
         access_level: AccessLevel | None = None,
         expires_at: datetime | None = UNSET,
         reason: str | None = None,
@@ -448,18 +524,21 @@ class MemoryService:
         expected_version: int | None = None,
         actor: str | None = None,
     ) -> UpdateResult:
-        if (
-            content is None
-            and category is None
-            and tags is None
-            and importance is None
-            and (access_level is None and expires_at is UNSET)
-        ):
+        """Change some fields of a memory; each change is a new version with its reason.
+
+        ``status`` moves a memory between active, archived and outdated (superseded: readable, not
+        recalled); the reason of an outdating is kept on the memory as well as in its history.
+        ``metadata`` replaces the memory's metadata.
+        """
+        given = (content, category, tags, importance, type, metadata, status, access_level)
+        if all(value is None for value in given) and expires_at is UNSET:
             raise InvalidInput("no updates provided: give at least one field to change", field="updates")
         if content is not None:
             _check_content(content)
-        if category is not None and category not in Category.__members__.values():
-            raise InvalidInput(f"unknown category {category!r}", field="category")
+        category = _checked_category(category)
+        _check_type(type)
+        if status is not None and status not in UPDATABLE_STATUSES:
+            raise InvalidInput(f"status can be set to {', '.join(UPDATABLE_STATUSES)}, not {status}", field="status")
         _check_unit("importance", importance)
         _check_length("reason", reason, MAX_REASON_CHARS)
         if merge_strategy not in ("replace", "append", "prepend"):
@@ -482,6 +561,12 @@ class MemoryService:
             changes = self._apply_updates(
                 current, content, merge_strategy, category, tags, importance, access_level, expires_at
             )
+            if type is not None:
+                changes["type"] = type
+            if metadata is not None:
+                changes["metadata"] = dict(metadata)
+            if status is not None:
+                changes.update(_status_change(status, reason))
             changed = {k: v for k, v in changes.items() if getattr(current, k) != v}
             if not changed:
                 return UpdateResult(current, [], None)
@@ -602,22 +687,37 @@ class MemoryService:
         self,
         *,
         categories: Sequence[str] | None = None,
+        labels: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
         tags: Sequence[str] | None = None,
+        all_tags: Sequence[str] | None = None,
         date_range: DateRange = DateRange(),
         importance_min: float | None = None,
         importance_max: float | None = None,
         user_id: str | None = None,
         conversation_id: str | None = None,
         subject: str | None = None,
+        agent_names: Sequence[str] | None = None,
+        signed_only: bool = False,
         access_levels: Sequence[str] | None = None,
         statuses: Sequence[str] = ("active",),
+        include_expired: bool = False,
         sort: Sort = Sort(),
-        limit: int = 20,
+        limit: int | None = 20,
         offset: int = 0,
         cursor: str | None = None,
         include_stats: bool = False,
     ) -> ListPage:
-        self._check_page(limit, offset)
+        """A page of memories that pass every filter, in the sort's order.
+
+        ``categories`` are spec 004's (labels map onto them), ``labels`` exact stored ones;
+        ``tags`` matches any of them, ``all_tags`` every one; ``signed_only`` keeps the entries an
+        agent signed (spec 003's space). ``limit=None`` returns every match.
+        """
+        if limit is not None:
+            self._check_page(limit, offset, MAX_LIST_PAGE)
+        elif offset < 0:
+            raise InvalidInput("offset must not be negative", field="offset")
         _check_unit("importance_range.min", importance_min)
         _check_unit("importance_range.max", importance_max)
         if importance_min is not None and importance_max is not None and importance_min > importance_max:
@@ -633,7 +733,13 @@ class MemoryService:
             now=now,
             statuses=tuple(dict.fromkeys(STATUS_NAMES[s] for s in statuses)),
             categories=tuple(categories) if categories else None,
+            labels=tuple(labels) if labels else None,
+            types=tuple(types) if types else None,
             tags_any=tuple(tags) if tags else None,
+            tags_all=tuple(all_tags) if all_tags else None,
+            agent_names=tuple(agent_names) if agent_names else None,
+            has_agent=True if signed_only else None,
+            include_expired=include_expired,
             created_from=date_range.start,
             created_to=date_range.end,
             importance_min=importance_min,
@@ -643,8 +749,9 @@ class MemoryService:
             subject_key=subject_key(subject) if subject else None,
             access_levels=tuple(access_levels) if access_levels else None,
         )
-        rows = self.storage.select(filters, sort, limit + 1, offset if after is None else 0, after)
-        has_more = len(rows) > limit
+        rows = self.storage.select(filters, sort, None if limit is None else limit + 1, offset if after is None else 0,
+                                   after)  # fmt: skip
+        has_more = limit is not None and len(rows) > limit
         rows = rows[:limit]
         memories = [m for m, _ in rows]
         stats: dict[str, MemoryStats] = {}
@@ -706,3 +813,18 @@ class MemoryService:
             include_trends=include_trends,
             granularity=granularity,
         )
+
+    def overview(
+        self, *, subject: str | None = None, statuses: Sequence[str] = ("active",), signed_only: bool = False
+    ) -> Overview:
+        """The counts specs 000, 001 and 003 report: by type, band, category, subject, agent, tag."""
+        unknown = [s for s in statuses if s not in STATUS_NAMES]
+        if unknown:
+            raise InvalidInput(f"unknown status {', '.join(unknown)}", field="status")
+        filters = Filters(
+            now=self.clock.now(),
+            statuses=tuple(STATUS_NAMES[s] for s in statuses),
+            subject_key=subject_key(subject) if subject else None,
+            has_agent=True if signed_only else None,
+        )
+        return overview(self.storage, filters)

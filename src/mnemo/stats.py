@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from mnemo.errors import InvalidInput, ScopeNotFound
-from mnemo.model import Category, Status, as_utc
+from mnemo.model import Category, Memory, Status, as_utc
 from mnemo.query import DateRange, Filters, Sort, SortField
 from mnemo.storage import Granularity, GroupKey, Storage
 
@@ -284,3 +284,49 @@ class _Metrics:
         }
         rounded = {name: round(value, 3) for name, value in factors.items()}
         return {"overall": round(sum(factors.values()) / len(factors), 3), "factors": rounded}
+
+
+# -- the summary that specs 000, 001 and 003 report ------------------------------------------
+TOP_TAGS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """Counts of the memories some filters keep, and of the same memories in every other status."""
+
+    count: int
+    by_status: dict[str, int]  # active, archived, outdated (never forgotten ones)
+    by_type: dict[str, int]
+    by_importance: dict[str, int]  # high / medium / low bands
+    by_category: dict[str, int]  # spec 004's categories
+    by_subject: dict[str, int]  # by subject as first spelt
+    by_agent: dict[str, int]
+    top_tags: list[tuple[str, int]]  # most used first, TOP_TAGS of them
+    oldest: datetime | None
+    newest: datetime | None
+    most_accessed: Memory | None
+    content_bytes: int
+    storage_bytes: int  # the whole store on disk, measured
+
+
+def overview(storage: Storage, filters: Filters) -> Overview:
+    oldest = storage.select(filters, Sort(SortField.CREATED_AT, descending=False), 1)
+    newest = storage.select(filters, Sort(SortField.CREATED_AT, descending=True), 1)
+    busiest = storage.select(filters, Sort(SortField.ACCESS_COUNT, descending=True), 1)
+    totals = storage.totals(filters)
+    alive = replace(filters, statuses=(Status.ACTIVE, Status.ARCHIVED, Status.OUTDATED))
+    return Overview(
+        count=totals.count,
+        by_status=storage.group_count(alive, GroupKey.STATUS),
+        by_type=storage.group_count(filters, GroupKey.TYPE),
+        by_importance=storage.group_count(filters, GroupKey.IMPORTANCE_BAND),
+        by_category=storage.group_count(filters, GroupKey.CATEGORY),
+        by_subject=storage.group_count(filters, GroupKey.SUBJECT),
+        by_agent=storage.group_count(filters, GroupKey.AGENT),
+        top_tags=storage.tag_counts(filters, TOP_TAGS),
+        oldest=oldest[0][0].created_at if oldest else None,
+        newest=newest[0][0].created_at if newest else None,
+        most_accessed=busiest[0][0] if busiest and busiest[0][0].access_count > 0 else None,
+        content_bytes=totals.content_bytes,
+        storage_bytes=storage.size_bytes(),
+    )

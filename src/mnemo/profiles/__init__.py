@@ -7,6 +7,7 @@ the server calls that once, for every tool, so no handler catches errors itself.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,7 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult
 from pydantic.json_schema import SkipJsonSchema
 
+from mnemo.config import PROFILE_NAMES
 from mnemo.errors import MnemoError
 from mnemo.service import MemoryService
 
@@ -43,9 +45,8 @@ class Profile:
 
 
 def get_profile(name: str) -> Profile:
-    from mnemo.profiles import full
-
-    profiles = {p.name: p for p in (full.PROFILE,)}
-    if name not in profiles:
-        raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(profiles)}")
-    return profiles[name]
+    """The profile of that name; its module (``mnemo.profiles.<name>``) defines ``PROFILE``."""
+    if name not in PROFILE_NAMES:
+        raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(PROFILE_NAMES)}")
+    profile: Profile = importlib.import_module(f"mnemo.profiles.{name}").PROFILE
+    return profile

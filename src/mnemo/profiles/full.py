@@ -24,6 +24,7 @@ from mnemo.model import (
     MAX_TAGS,
     Context,
     Memory,
+    canonical_category,
     new_id,
     to_iso,
 )
@@ -199,7 +200,7 @@ class ScoresOut(BaseModel):
 class RecalledMemory(BaseModel):
     memory_id: str
     content: str
-    category: str | None
+    category: str
     tags: list[str]
     importance: float
     created_at: str
@@ -248,7 +249,7 @@ class MemoryStatsOut(BaseModel):
 class ListedMemory(BaseModel):
     memory_id: str
     content: str | None = Field(None, exclude_if=_absent_if_none)
-    category: str | None
+    category: str
     tags: list[str]
     importance: float
     created_at: str
@@ -371,7 +372,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         return StoreMemoryResult(
             memory_id=m.id,
             content=m.content,
-            category=m.category or "custom",
+            category=canonical_category(m.category).value,
             auto_tags=result.auto_tags,
             importance=m.importance,
             embeddings_generated=result.embedded,
@@ -423,7 +424,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
                 RecalledMemory(
                     memory_id=h.memory.id,
                     content=h.memory.content,
-                    category=h.memory.category,
+                    category=canonical_category(h.memory.category).value,
                     tags=list(h.memory.all_tags),
                     importance=h.memory.importance,
                     created_at=to_iso(h.memory.created_at),
@@ -586,7 +587,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
                 ListedMemory(
                     memory_id=m.id,
                     content=m.content if include_content else None,
-                    category=m.category,
+                    category=canonical_category(m.category).value,
                     tags=list(m.all_tags),
                     importance=m.importance,
                     created_at=to_iso(m.created_at),

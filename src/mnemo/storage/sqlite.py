@@ -21,10 +21,12 @@ from typing import Any
 
 from mnemo.errors import Conflict, CorruptedData, Duplicate, Locked, MnemoError, StorageError
 from mnemo.model import (
+    CATEGORY_ALIASES,
     IMPORTANCE_HIGH_MIN,
     IMPORTANCE_MEDIUM_MIN,
     AccessLevel,
     Backup,
+    Category,
     Change,
     Context,
     Memory,
@@ -59,14 +61,23 @@ _SORT_COLUMNS = {
     SortField.ACCESS_COUNT: "access_count",
     SortField.CONTENT_LENGTH: "content_length",
 }
+# model.canonical_category in SQL: the spec 004 category a stored label is filed under.
+_CANONICAL_CATEGORY = "CASE WHEN m.category IN ({}) THEN m.category {} ELSE 'custom' END".format(
+    ", ".join(f"'{c.value}'" for c in Category),
+    " ".join(f"WHEN m.category = '{label}' THEN '{c.value}'" for label, c in CATEGORY_ALIASES.items()),
+)
+# How to group, and what to call each group: one subject is one key, shown as it was first spelt.
 _GROUP_EXPR = {
-    GroupKey.STATUS: "m.status",
-    GroupKey.CATEGORY: "COALESCE(m.category, 'custom')",
-    GroupKey.TYPE: "m.type",
+    GroupKey.STATUS: ("m.status", "m.status"),
+    GroupKey.CATEGORY: (_CANONICAL_CATEGORY, _CANONICAL_CATEGORY),
+    GroupKey.TYPE: ("m.type", "m.type"),
     GroupKey.IMPORTANCE_BAND: (
         f"CASE WHEN m.importance >= {IMPORTANCE_HIGH_MIN} THEN 'high'"
-        f" WHEN m.importance >= {IMPORTANCE_MEDIUM_MIN} THEN 'medium' ELSE 'low' END"
-    ),
+        f" WHEN m.importance >= {IMPORTANCE_MEDIUM_MIN} THEN 'medium' ELSE 'low' END",
+    )
+    * 2,
+    GroupKey.SUBJECT: ("m.subject_key", "MIN(m.subject)"),
+    GroupKey.AGENT: ("m.agent_name", "m.agent_name"),
 }
 _BUCKET_EXPR = {
     Granularity.HOUR: "strftime('%Y-%m-%dT%H:00:00Z', m.created_at)",
@@ -138,7 +149,13 @@ def _where(f: Filters) -> tuple[str, list[Any]]:
     if f.ids is not None:
         among("m.id", f.ids)
     if f.categories is not None:
-        among("COALESCE(m.category, 'custom')", f.categories)
+        among(_CANONICAL_CATEGORY, f.categories)
+    if f.labels is not None:
+        among("m.category", f.labels)
+    if f.agent_names is not None:
+        among("m.agent_name", f.agent_names)
+    if f.has_agent is not None:
+        clauses.append(f"m.agent_name IS {'NOT ' if f.has_agent else ''}NULL")
     if f.types is not None:
         among("m.type", f.types)
     if f.access_levels is not None:
@@ -323,10 +340,10 @@ class SQLiteStorage:
             if unique_content:
                 # Checked inside the write transaction, so two processes cannot both store it.
                 row = db.execute(
-                    "SELECT id FROM memories WHERE signature = ? AND user_id IS ?"
+                    "SELECT id FROM memories WHERE signature = ? AND user_id IS ? AND subject_key IS ?"
                     " AND status IN ('active', 'archived') AND (expires_at IS NULL OR expires_at > ?)"
                     " ORDER BY created_at LIMIT 1",
-                    (memory.signature, memory.context.user_id, to_iso(change.at)),
+                    (memory.signature, memory.context.user_id, memory.subject_key, to_iso(change.at)),
                 ).fetchone()
                 if row is not None:
                     raise Duplicate(f"the same content is already stored as memory {row[0]}", existing_id=row[0])
@@ -363,6 +380,14 @@ class SQLiteStorage:
     def get(self, memory_id: str) -> Memory | None:
         found = self.get_many([memory_id])
         return found[0] if found else None
+
+    def subject_spelling(self, key: str) -> str | None:
+        """How the subject with this key was first written, so one subject keeps one name."""
+        with self._read() as db:
+            row = db.execute(
+                "SELECT subject FROM memories WHERE subject_key = ? ORDER BY created_at, rowid LIMIT 1", (key,)
+            ).fetchone()
+        return None if row is None else row[0]
 
     def rank_fields(self, memory_ids: Sequence[str]) -> dict[str, RankFields]:
         if not memory_ids:
@@ -535,7 +560,7 @@ class SQLiteStorage:
         return [TextHit(memory_id, key, score) for score, key, memory_id in ranked[:limit]]
 
     def select(
-        self, filters: Filters, sort: Sort, limit: int, offset: int = 0, after: Position | None = None
+        self, filters: Filters, sort: Sort, limit: int | None, offset: int = 0, after: Position | None = None
     ) -> list[tuple[Memory, Position]]:
         column = _SORT_COLUMNS[sort.field]
         direction = "DESC" if sort.descending else "ASC"
@@ -546,7 +571,7 @@ class SQLiteStorage:
         with self._read() as db:
             rows = db.execute(
                 f"{_SELECT} WHERE {where} ORDER BY m.{column} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
-                [*params, limit, offset],
+                [*params, -1 if limit is None else limit, offset],
             ).fetchall()
         column_index = 1 + _COLUMN_NAMES.index(column)
         return [(_memory(row, self.name), Position(row[column_index], row[0])) for row in rows]
@@ -652,12 +677,23 @@ class SQLiteStorage:
 
     def group_count(self, filters: Filters, key: GroupKey) -> dict[str, int]:
         where, params = _where(filters)
-        expr = _GROUP_EXPR[key]
+        group, label = _GROUP_EXPR[key]
         with self._read() as db:
             rows = db.execute(
-                f"SELECT {expr} AS k, COUNT(*) FROM memories m WHERE {where} GROUP BY k ORDER BY k", params
+                f"SELECT {label}, COUNT(*) FROM memories m WHERE {where} GROUP BY {group} ORDER BY 1", params
             ).fetchall()
-        return {str(k): n for k, n in rows}
+        return {str(k): n for k, n in rows if k is not None}  # memories without the attribute are not a group
+
+    def tag_counts(self, filters: Filters, limit: int | None = None) -> list[tuple[str, int]]:
+        """Tags of the memories the filters keep, most used first (ties by name)."""
+        where, params = _where(filters)
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory_rowid"
+                f" WHERE {where} GROUP BY t.tag ORDER BY n DESC, t.tag LIMIT ?",
+                [*params, -1 if limit is None else limit],
+            ).fetchall()
+        return [(tag, n) for tag, n in rows]
 
     def duplicate_count(self, filters: Filters) -> int:
         """How many memories repeat the words of an earlier one (same words, any order) for the same user."""
