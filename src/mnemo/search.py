@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -80,6 +81,7 @@ class Searcher:
         self.storage = storage
         self.embedder = embedder
         self.index = VectorIndex(embedder.dimension) if embedder is not None else None
+        self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
 
     def vectors_state(self) -> str | None:
         """None when vectors can be used, else why not (for warnings and health)."""
@@ -94,22 +96,20 @@ class Searcher:
         return None
 
     def find(self, query: str, terms: Sequence[str], filters: Filters, pool: int) -> Found:
+        problem = self.vectors_state()
+        # The model embeds the query on another thread while SQLite searches the words: both
+        # release the GIL, so the two costs overlap instead of adding up.
+        embedding = self._embedding.submit(self._embed_query, query) if problem is None else None
         text_hits = self.storage.search_text(terms, filters, pool)
         best_text = max((h.score for h in text_hits), default=0.0)
         text = {h.key: (h.memory_id, h.score / best_text if best_text > 0 else 0.0) for h in text_hits}
-        problem = self.vectors_state()
-        if problem is not None or self.embedder is None or self.index is None:
+        if embedding is None or self.index is None:
             found = [
                 Candidate(mid, key, t, None, 0.0, WORDS_ONLY.relevance(0.0, 0.0, t)) for key, (mid, t) in text.items()
             ]
             return Found(found, [problem] if problem else [])
 
-        try:
-            vector = self.embedder.embed_query(query)
-        except EmbeddingError:
-            raise
-        except Exception as exc:  # a model's own failure reaches callers as mnemo's error
-            raise EmbeddingError(f"the query could not be embedded: {exc}") from exc
+        vector = embedding.result()
         self.index.refresh(self.storage)
         nearest = self._nearest(vector, filters, pool)
         cosines = dict(nearest)
@@ -127,6 +127,15 @@ class Searcher:
             standout = (cosine - mean) / spread if spread > 1e-6 else 0.0
             found.append(Candidate(memory_id, key, t, cosine, standout, HYBRID.relevance(cosine, standout, t)))
         return Found(found, embedded=True)
+
+    def _embed_query(self, query: str) -> Vectors:
+        assert self.embedder is not None
+        try:
+            return self.embedder.embed_query(query)
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # a model's own failure reaches callers as mnemo's error
+            raise EmbeddingError(f"the query could not be embedded: {exc}") from exc
 
     def near_duplicate(
         self, vector: Vectors, content: str, user_id: str | None, subject_key: str | None, now: datetime
