@@ -144,3 +144,23 @@ def test_a_model_failing_on_the_query_is_an_embedding_error(settings: Settings, 
     with pytest.raises(EmbeddingError):
         svc.recall("passport")
     svc.storage.close()
+
+
+def test_the_sign_bit_prefilter_of_a_large_index_finds_what_an_exact_scan_finds(monkeypatch: pytest.MonkeyPatch):
+    import numpy as np
+
+    from mnemo import vector_index
+
+    monkeypatch.setattr(vector_index, "EXACT_UP_TO", 0)
+    monkeypatch.setattr(vector_index, "MIN_RERANK", 200)  # 5% of the index, as 1,000 of 20,000
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(40, 64)).astype(np.float32)
+    vectors = centres[rng.integers(0, 40, 4_000)] + 0.3 * rng.normal(size=(4_000, 64)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = vector_index.VectorIndex(64)
+    index._add(list(range(100, 4_100)), vectors)
+    for row in (0, 1_234, 3_999):
+        found = index.search(vectors[row], 5)
+        exact = np.argsort(-(vectors @ vectors[row]))[:5] + 100
+        assert [key for key, _ in found] == exact.tolist()
+        assert found[0] == (row + 100, pytest.approx(1.0, abs=1e-5))
