@@ -33,10 +33,16 @@ def installed_model() -> Path:
     return directory
 
 
+@pytest.fixture(autouse=True)
+def _own_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the user's real configuration (the store registry lives there)."""
+    monkeypatch.setenv("MNEMO_CONFIG_DIR", str(tmp_path / "config"))
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     # Words only: most tests check rules, not meaning; tests of meaning pass an embedder.
-    return Settings(home=tmp_path / "home", embedder="none")
+    return Settings(home=tmp_path / "home", config_dir=tmp_path / "config", embedder="none")
 
 
 @pytest.fixture

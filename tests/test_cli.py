@@ -34,7 +34,9 @@ def mnemo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Invoke:
     runner = CliRunner()
 
     def invoke(*args: str) -> Result:
-        return runner.invoke(cli, list(args), env={"MNEMO_HOME": str(tmp_path)})
+        return runner.invoke(
+            cli, list(args), env={"MNEMO_HOME": str(tmp_path), "MNEMO_CONFIG_DIR": str(tmp_path / "config")}
+        )
 
     return invoke
 

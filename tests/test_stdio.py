@@ -26,7 +26,7 @@ async def test_mnemo_serve_answers_every_tool_over_stdio_and_logs_only_to_its_lo
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "mnemo", "serve", "--profile", "full", "--store", "stdio"],
-        env={"MNEMO_HOME": str(home)},
+        env={"MNEMO_HOME": str(home), "MNEMO_CONFIG_DIR": str(tmp_path / "config")},
         cwd=tmp_path,  # away from any .env file in the working tree
     )
     # The transport hands every stdout line that is not a JSON-RPC message to the message

@@ -292,18 +292,20 @@ def test_an_update_that_changes_nothing_writes_no_version(service: MemoryService
 # -- driver errors become mnemo errors ------------------------------------------------------
 
 
-def test_a_file_that_is_not_a_database_is_reported_as_corrupted_data_not_a_driver_error(tmp_path: Path):
+def test_a_file_that_is_not_a_database_opens_as_a_store_whose_every_operation_is_corrupted_data(tmp_path: Path):
     home = tmp_path / "home"
     path = Settings(home=home).store_folder("broken") / DB_FILENAME
     path.parent.mkdir(parents=True)
     path.write_bytes(b"these are my notes, not a database\n" * 200)
 
-    with pytest.raises(MnemoError) as opened:
-        open_service(Settings(home=home), "broken")
-
-    assert isinstance(opened.value, CorruptedData | StorageError)
-    assert not isinstance(opened.value, sqlite3.Error)
-    assert opened.value.details["path"] == str(path)
+    service = open_service(Settings(home=home), "broken")  # so a server starts and can say what is wrong
+    try:
+        for operation in (lambda: service.store("Emma is lactose intolerant"), service.list, service.overview):
+            with pytest.raises(CorruptedData) as failed:
+                operation()
+            assert failed.value.details["path"] == str(path)
+    finally:
+        service.storage.close()
     assert path.read_bytes().startswith(b"these are my notes")  # left for the user to inspect
 
 
@@ -344,7 +346,7 @@ def test_a_store_that_refuses_to_open_keeps_no_handle_on_its_file(tmp_path: Path
             db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
 
     with pytest.raises(MnemoError):
-        SQLiteStorage(folder)
+        SQLiteStorage(folder).vector_model()  # a damaged store opens, then refuses every operation
 
     # An open handle would keep the file locked on Windows, so the user could not move it aside.
     assert _open_handles(path) == []

@@ -16,6 +16,7 @@ from mnemo.embed import Embedder
 from mnemo.enrich import CategoryDetector
 from mnemo.errors import InvalidInput
 from mnemo.service import MemoryService
+from mnemo.shared_space import SharedLimits
 from mnemo.storage.sqlite import SQLiteStorage
 
 log = logging.getLogger(__name__)
@@ -67,5 +68,6 @@ def open_service(
         CategoryDetector(chosen, cache_dir=settings.cache_dir),
         recency_half_life_days=settings.recency_half_life_days,
         max_memories=settings.max_memories,
+        shared_limits=SharedLimits(settings.shared_max_words, settings.shared_max_entries, settings.store_folder(name)),
         actor=actor,
     )

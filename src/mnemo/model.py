@@ -41,7 +41,22 @@ class Category(StrEnum):
 # Spec 004's categories are the canonical ones. A memory may carry another label (spec 000 lets
 # callers name their own, e.g. "pattern"); it is filed under the canonical category it maps to.
 MAX_CATEGORY_CHARS = 50
-CATEGORY_ALIASES = {"restriction": Category.INSTRUCTION, "history": Category.EVENT}  # spec 001's names
+
+# Spec 001's eight categories, each with the spec 004 categories it stands for; the first is the
+# one a memory is filed under. "custom" has no name of its own in spec 001, so it shows as "context".
+MEMENTO_CATEGORIES: dict[str, tuple[Category, ...]] = {
+    "preference": (Category.PREFERENCE,),
+    "restriction": (Category.INSTRUCTION,),
+    "fact": (Category.FACT,),
+    "skill": (Category.SKILL,),
+    "relationship": (Category.RELATIONSHIP,),
+    "goal": (Category.GOAL,),
+    "history": (Category.EVENT,),
+    "context": (Category.CONTEXT, Category.CUSTOM),
+}
+_MEMENTO_NAMES = {category: name for name, categories in MEMENTO_CATEGORIES.items() for category in categories}
+# Spec 001's names that are not spec 004's ("restriction", "history") are labels of their own.
+CATEGORY_ALIASES = {name: cs[0] for name, cs in MEMENTO_CATEGORIES.items() if name not in Category.__members__.values()}
 
 
 def canonical_category(label: str | None) -> Category:
@@ -50,6 +65,11 @@ def canonical_category(label: str | None) -> Category:
     if label in Category.__members__.values():
         return Category(label)
     return CATEGORY_ALIASES.get(label, Category.CUSTOM)
+
+
+def memento_category(label: str | None) -> str:
+    """The spec 001 name of a stored label: "instruction" shows as "restriction", "custom" as "context"."""
+    return _MEMENTO_NAMES[canonical_category(label)]
 
 
 class MemoryType(StrEnum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
@@ -17,6 +18,23 @@ class SortField(StrEnum):
     IMPORTANCE = "importance"
     ACCESS_COUNT = "access_count"
     CONTENT_LENGTH = "content_length"
+
+
+@dataclass(frozen=True, slots=True)
+class TextMatch:
+    """A literal substring that content, agent name or a tag must contain (spec 003's search).
+
+    Without ``case_sensitive``, both sides are compared case-folded (Unicode-aware: "STRASSE"
+    finds "Straße").
+    """
+
+    text: str
+    case_sensitive: bool = False
+
+
+def fold_case(text: str) -> str:
+    """How a case-insensitive TextMatch compares text: width-normalised and case-folded."""
+    return unicodedata.normalize("NFKC", text).casefold()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +63,8 @@ class Filters:
     created_to: datetime | None = None
     importance_min: float | None = None
     importance_max: float | None = None
+    importance_bands: tuple[str, ...] | None = None  # high / medium / low (model.importance_band)
+    contains: TextMatch | None = None
     include_expired: bool = False
 
     @property

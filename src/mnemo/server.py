@@ -22,7 +22,8 @@ from mnemo import __version__
 from mnemo.app import open_service
 from mnemo.clock import Clock
 from mnemo.config import Settings
-from mnemo.errors import InvalidInput, MnemoError, StorageError
+from mnemo.errors import EmbeddingError, InvalidInput, MnemoError, StorageError
+from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
 from mnemo.service import MemoryService
 
@@ -40,11 +41,25 @@ def _describe(error: ValidationError) -> InvalidInput:
 class ProfileServer(MCPServer):
     """An MCPServer whose every tool failure is answered in its profile's error shape."""
 
-    def __init__(self, profile: Profile, service: MemoryService, **kwargs: Any) -> None:
+    def __init__(
+        self, profile: Profile, service: MemoryService, stores: NamedStores | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(f"mnemo-{profile.name}", instructions=profile.instructions, version=__version__, **kwargs)
         self.profile = profile
         self.service = service
-        profile.register(self, service)
+        self.stores = stores
+        if profile.register is not None:
+            profile.register(self, service)
+        if profile.register_stores is not None:
+            if stores is None:
+                raise ValueError(f"profile {profile.name!r} serves named stores: pass them")
+            profile.register_stores(self, stores)
+
+    def close(self) -> None:
+        """Close every store this server opened (the named ones include its own)."""
+        if self.stores is not None:
+            self.stores.close()
+        self.service.storage.close()
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -70,7 +85,18 @@ def build_server(
     settings: Settings, profile: str | None = None, store: str | None = None, clock: Clock | None = None
 ) -> ProfileServer:
     chosen = get_profile(profile or settings.profile)
-    return ProfileServer(chosen, open_service(settings, store, actor=f"mcp:{chosen.name}", clock=clock))
+    actor = f"mcp:{chosen.name}"
+    service = open_service(settings, store, actor=actor, clock=clock)
+    if chosen.register_stores is None:
+        return ProfileServer(chosen, service)
+    # Calls name their store: each registered store is opened on first use, sharing the embedder.
+    name = store or settings.store
+    stores = NamedStores(
+        settings.stores,
+        lambda other: open_service(settings, other, actor=actor, clock=clock, embedder=service.embedder),
+        {(name, settings.store_folder(name)): service},
+    )
+    return ProfileServer(chosen, service, stores)
 
 
 def configure_logging(settings: Settings) -> None:
@@ -89,8 +115,10 @@ def configure_logging(settings: Settings) -> None:
 def _warm_up(service: MemoryService) -> None:
     try:
         service.warm_up()
-    except MnemoError as exc:
+    except EmbeddingError as exc:
         log.warning("embedding model unavailable, recall uses words only: %s", exc.message)
+    except MnemoError as exc:  # e.g. a damaged store: the server still answers, each call with the error
+        log.error("store unusable: %s", exc.message)
 
 
 def serve(settings: Settings, profile: str | None = None, store: str | None = None) -> None:
@@ -105,4 +133,4 @@ def serve(settings: Settings, profile: str | None = None, store: str | None = No
         log.exception("store failed")
         raise
     finally:
-        server.service.storage.close()
+        server.close()

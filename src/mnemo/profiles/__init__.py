@@ -21,6 +21,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from mnemo.config import PROFILE_NAMES
 from mnemo.errors import MnemoError
+from mnemo.named_stores import NamedStores
 from mnemo.service import MemoryService
 
 T = TypeVar("T")
@@ -37,11 +38,20 @@ async def run(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 @dataclass(frozen=True)
 class Profile:
+    """A spec's tool surface. ``register`` adds its tools over the one store the server serves;
+    a profile whose calls name their store (spec 002) gives ``register_stores`` instead, and
+    gets every registered store."""
+
     name: str
     spec: str
     instructions: str
-    register: Callable[[MCPServer, MemoryService], None]
+    register: Callable[[MCPServer, MemoryService], None] | None
     error_result: Callable[[MnemoError, datetime], CallToolResult]
+    register_stores: Callable[[MCPServer, NamedStores], None] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.register is None) == (self.register_stores is None):
+            raise ValueError(f"profile {self.name!r} needs exactly one of register and register_stores")
 
 
 def get_profile(name: str) -> Profile:

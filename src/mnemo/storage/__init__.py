@@ -60,6 +60,15 @@ class StoredVector:
     vector: bytes  # float32, little-endian
 
 
+@dataclass(frozen=True, slots=True)
+class StoreFile:
+    """Where a store keeps its data, whether that is there, and its measured size."""
+
+    path: str
+    exists: bool
+    size_bytes: int
+
+
 class Storage(Protocol):
     name: str
 
@@ -67,8 +76,13 @@ class Storage(Protocol):
 
     # -- single memories ---------------------------------------------------------------
     def insert(
-        self, memory: Memory, change: Change, link_to: Sequence[str] = (), unique_content: bool = False
-    ) -> None: ...
+        self,
+        memory: Memory,
+        change: Change,
+        link_to: Sequence[str] = (),
+        unique_content: bool = False,
+        numbered: bool = False,
+    ) -> Memory: ...  # numbered: the store's next entry number, given in the same transaction
     def get(self, memory_id: str) -> Memory | None: ...
     def get_many(self, memory_ids: Sequence[str]) -> list[Memory]: ...
     def subject_spelling(self, key: str) -> str | None: ...
@@ -80,6 +94,11 @@ class Storage(Protocol):
     def link_counts(self, memory_ids: Sequence[str]) -> dict[str, int]: ...
     def history(self, memory_id: str) -> list[Change]: ...
     def backup(self, backup_id: str) -> Backup | None: ...
+
+    # -- paths (spec 002) ------------------------------------------------------------------
+    def get_by_path(self, path: str) -> Memory | None: ...
+    def path_level(self, prefix: str, filters: Filters) -> tuple[list[Memory], dict[str, int]]: ...
+    def expired_with_path(self, now: datetime) -> list[Memory]: ...
 
     # -- finding -----------------------------------------------------------------------
     def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]: ...
@@ -111,3 +130,8 @@ class Storage(Protocol):
     def event_pattern(self, kind: str, start: datetime, end: datetime) -> EventPattern: ...
     def change_counts(self, start: datetime, end: datetime, memory_filters: Filters) -> dict[str, int]: ...
     def size_bytes(self) -> int: ...
+
+    # -- health ------------------------------------------------------------------------
+    def store_file(self) -> StoreFile: ...
+    def check_write_lock(self, timeout_s: float) -> None: ...  # Locked if not free within the timeout
+    def check_integrity(self) -> list[str]: ...  # the problems the backend's own check found

@@ -34,9 +34,9 @@ from mnemo.model import (
     from_iso,
     to_iso,
 )
-from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit
-from mnemo.storage import EventPattern, Granularity, GroupKey, StoredVector, Totals
-from mnemo.storage.sqlite_schema import MIGRATIONS
+from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit, fold_case
+from mnemo.storage import EventPattern, Granularity, GroupKey, StoredVector, StoreFile, Totals
+from mnemo.storage.sqlite_schema import ENTRY_COUNTER, MIGRATIONS
 
 DB_FILENAME = "memory.db"
 TOP_FIRST_FACTOR = 3  # how many more best text hits than asked for are checked against filters
@@ -180,6 +180,17 @@ def _where(f: Filters) -> tuple[str, list[Any]]:
     if f.importance_max is not None:
         clauses.append("m.importance <= ?")
         params.append(f.importance_max)
+    if f.importance_bands is not None:
+        among(_GROUP_EXPR[GroupKey.IMPORTANCE_BAND][0], f.importance_bands)
+    if f.contains is not None:
+        # instr, not LIKE: the text is literal (no wildcards), and LIKE folds ASCII case only.
+        fold = "" if f.contains.case_sensitive else "mnemo_fold"
+        needle = f.contains.text if f.contains.case_sensitive else fold_case(f.contains.text)
+        clauses.append(
+            f"(instr({fold}(m.content), ?) > 0 OR instr({fold}(COALESCE(m.agent_name, '')), ?) > 0"
+            f" OR m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE instr({fold}(tag), ?) > 0))"
+        )
+        params.extend([needle] * 3)
     if f.tags_any:
         marks = ", ".join("?" * len(f.tags_any))
         clauses.append(f"m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag IN ({marks}))")
@@ -219,15 +230,23 @@ class SQLiteStorage:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._damage: CorruptedData | None = None
         folder.mkdir(parents=True, exist_ok=True)
         try:
             self._migrate()
+        except CorruptedData as damage:
+            # The store still opens, and every operation reports the damage: a server starts and
+            # tells each caller why, and the file is left as it is for the user to inspect.
+            self.close()
+            self._damage = damage
         except BaseException:
             self.close()  # a refused store keeps no handle on its file
             raise
 
     # -- connections and transactions -----------------------------------------------
     def _connection(self) -> sqlite3.Connection:
+        if self._damage is not None:
+            raise CorruptedData(self._damage.message, **self._damage.details)
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
             with self._translated():
@@ -240,6 +259,7 @@ class SQLiteStorage:
                     db.execute("PRAGMA foreign_keys=ON")
                     # Deleted content is overwritten, so a hard delete leaves nothing in free pages.
                     db.execute("PRAGMA secure_delete=ON")
+                    db.create_function("mnemo_fold", 1, fold_case, deterministic=True)
                 except sqlite3.Error:
                     db.close()  # e.g. not a database: keep no handle on the file
                     raise
@@ -335,7 +355,19 @@ class SQLiteStorage:
         self._local = threading.local()
 
     # -- single memories ---------------------------------------------------------------
-    def insert(self, memory: Memory, change: Change, link_to: Sequence[str] = (), unique_content: bool = False) -> None:
+    def insert(
+        self,
+        memory: Memory,
+        change: Change,
+        link_to: Sequence[str] = (),
+        unique_content: bool = False,
+        numbered: bool = False,
+    ) -> Memory:
+        """Add a memory; returns it as stored.
+
+        ``numbered`` gives it the store's next entry number (spec 003), counted in the settings
+        table inside this write transaction: unique across processes, never reused after deletes.
+        """
         with self._write() as db:
             if unique_content:
                 # Checked inside the write transaction, so two processes cannot both store it.
@@ -347,6 +379,13 @@ class SQLiteStorage:
                 ).fetchone()
                 if row is not None:
                     raise Duplicate(f"the same content is already stored as memory {row[0]}", existing_id=row[0])
+            if numbered:
+                (number,) = db.execute(
+                    "INSERT INTO settings VALUES (?, '1') ON CONFLICT(key) DO UPDATE"
+                    " SET value = CAST(value AS INTEGER) + 1 RETURNING CAST(value AS INTEGER)",
+                    (ENTRY_COUNTER,),
+                ).fetchone()
+                memory = memory.evolve(entry_number=number)
             try:
                 cursor = db.execute(
                     f"INSERT INTO memories ({_COLUMNS}) VALUES ({', '.join('?' * len(_COLUMN_NAMES))})",
@@ -360,6 +399,7 @@ class SQLiteStorage:
                 [(memory.id, target, to_iso(change.at)) for target in link_to],
             )
             self._write_change(db, change, memory)
+        return memory
 
     @staticmethod
     def _write_tags(db: sqlite3.Connection, rowid: int | None, tags: Sequence[str]) -> None:
@@ -414,10 +454,13 @@ class SQLiteStorage:
         assignments = ", ".join(f"{c} = ?" for c in _COLUMN_NAMES[1:])
         with self._write() as db:
             for memory, change in changes:
-                cursor = db.execute(
-                    f"UPDATE memories SET {assignments} WHERE id = ? AND version = ? RETURNING rowid",
-                    (*_row_values(memory)[1:], memory.id, memory.version - 1),
-                )
+                try:
+                    cursor = db.execute(
+                        f"UPDATE memories SET {assignments} WHERE id = ? AND version = ? RETURNING rowid",
+                        (*_row_values(memory)[1:], memory.id, memory.version - 1),
+                    )
+                except sqlite3.IntegrityError as exc:  # the only unique column a save can change is path
+                    raise Conflict(f"path {memory.path!r} is already taken", path=memory.path) from exc
                 row = cursor.fetchone()
                 if row is None:
                     raise Conflict(
@@ -514,6 +557,46 @@ class SQLiteStorage:
         if row is None:
             return None
         return Backup(row[0], _from_snapshot(row[3], self.name), from_iso(row[1]), from_iso(row[2]))
+
+    # -- paths (spec 002) ------------------------------------------------------------------
+    def get_by_path(self, path: str) -> Memory | None:
+        with self._read() as db:
+            row = db.execute(f"{_SELECT} WHERE m.path = ?", (path,)).fetchone()
+        return None if row is None else _memory(row, self.name)
+
+    def path_level(self, prefix: str, filters: Filters) -> tuple[list[Memory], dict[str, int]]:
+        """The memories whose path is ``prefix`` + one segment, by path; and each next segment
+        that has memories further down, with how many.
+
+        The unique index on path serves the range ``prefix <= path < prefix-with-'/'-bumped``
+        (the paths that start with the prefix); the root ("") is every path.
+        """
+        where, params = _where(filters)
+        start = len(prefix) + 1
+        in_range = "m.path >= ?" + (" AND m.path < ?" if prefix else "")
+        bounds = [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)] if prefix else [prefix]
+        with self._read() as db:
+            rows = db.execute(
+                f"{_SELECT} WHERE {in_range} AND instr(substr(m.path, ?), '/') = 0 AND {where} ORDER BY m.path",
+                [*bounds, start, *params],
+            ).fetchall()
+            groups = db.execute(
+                "SELECT substr(rest, 1, instr(rest, '/') - 1) AS segment, COUNT(*) FROM"
+                f" (SELECT substr(m.path, ?) AS rest FROM memories m WHERE {in_range} AND {where})"
+                " WHERE instr(rest, '/') > 0 GROUP BY segment ORDER BY segment",
+                [start, *bounds, *params],
+            ).fetchall()
+        return [_memory(row, self.name) for row in rows], dict(groups)
+
+    def expired_with_path(self, now: datetime) -> list[Memory]:
+        """Memories with a path, not forgotten, whose expiry has passed."""
+        with self._read() as db:
+            rows = db.execute(
+                f"{_SELECT} WHERE m.status IN ('active', 'archived', 'outdated') AND m.expires_at <= ?"
+                " AND m.path IS NOT NULL ORDER BY m.path",
+                (to_iso(now),),
+            ).fetchall()
+        return [_memory(row, self.name) for row in rows]
 
     # -- finding -----------------------------------------------------------------------
     def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
@@ -753,6 +836,31 @@ class SQLiteStorage:
     def size_bytes(self) -> int:
         """Bytes on disk: the database with its write-ahead log."""
         return sum(p.stat().st_size for p in self.folder.glob(f"{DB_FILENAME}*") if p.is_file())
+
+    # -- health ------------------------------------------------------------------------
+    def store_file(self) -> StoreFile:
+        return StoreFile(str(self.path), self.path.is_file(), self.size_bytes())
+
+    def check_write_lock(self, timeout_s: float) -> None:
+        """Take the store's write lock and let it go at once; ``Locked`` if it stays held past the timeout.
+
+        Waits at most ``timeout_s``, and never longer than the store's own busy timeout.
+        """
+        db = self._connection()
+        wait_ms = int(min(timeout_s, self._busy_timeout_s) * 1000)
+        with self._translated():
+            db.execute(f"PRAGMA busy_timeout = {wait_ms}")
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("ROLLBACK")
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+
+    def check_integrity(self) -> list[str]:
+        """SQLite's own check of the database's structure (``PRAGMA quick_check``); the problems it found."""
+        with self._read() as db:
+            rows = db.execute("PRAGMA quick_check").fetchall()
+        return [] if [r[0] for r in rows] == ["ok"] else [str(r[0]) for r in rows]
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({self.name!r}, {str(self.path)!r})"

@@ -177,4 +177,24 @@ def m002_vectors(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_create_tables, m002_vectors]
+ENTRY_COUNTER = "last_entry_number"  # settings key: the last entry number given out (spec 003)
+
+
+def m003_shared_space(db: sqlite3.Connection) -> None:
+    """Spec 003's shared space: the entries agents signed, numbered from a counter that never goes back.
+
+    The counter starts after any number already given. The partial indexes serve listing and
+    counting the signed entries (in all, or of one agent) of a store that mostly holds others.
+    """
+    _run(
+        db,
+        f"""
+        INSERT OR IGNORE INTO settings
+            VALUES ('{ENTRY_COUNTER}', (SELECT COALESCE(MAX(entry_number), 0) FROM memories));
+        CREATE INDEX memories_signed ON memories(status, created_at) WHERE agent_name IS NOT NULL;
+        CREATE INDEX memories_agent ON memories(agent_name, status, created_at) WHERE agent_name IS NOT NULL;
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_create_tables, m002_vectors, m003_shared_space]
