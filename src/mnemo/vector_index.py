@@ -86,19 +86,18 @@ class VectorIndex:
     def search(self, query: Vectors, k: int, among: Sequence[int] | None = None) -> list[tuple[int, float]]:
         """The k keys most similar to the query (cosine, best first), optionally only ``among`` keys."""
         with self._lock:
+            rows: npt.NDArray[np.int64] | None = None  # None: every row, scanned as a view (no copy)
             if among is not None:
                 rows = np.fromiter((r for key in among if (r := self._row_of.get(key)) is not None), dtype=np.int64)
             elif self._size > max(EXACT_UP_TO, RERANK_FACTOR * k):
                 rows = self._closest_by_sign(query, max(MIN_RERANK, RERANK_FACTOR * k))
-            else:
-                rows = np.arange(self._size)
-            scores = self._matrix[rows] @ query
+            scores = (self._matrix[: self._size] if rows is None else self._matrix[rows]) @ query
             if len(scores) == 0:
                 return []
             k = min(k, len(scores))
             top = np.argpartition(-scores, k - 1)[:k]
             top = top[np.argsort(-scores[top])]
-            keys = self._keys[rows[top]]
+            keys = self._keys[top if rows is None else rows[top]]
             return [(int(key), float(scores[i])) for key, i in zip(keys, top, strict=True)]
 
     def _closest_by_sign(self, query: Vectors, n: int) -> npt.NDArray[np.int64]:
