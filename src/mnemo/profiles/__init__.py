@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 from mcp.server import MCPServer
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic.json_schema import SkipJsonSchema
 
 from mnemo.config import PROFILE_NAMES
@@ -29,6 +29,17 @@ T = TypeVar("T")
 # ``X | Omitted`` is an optional argument whose schema shows only X (no ``null``): the specs
 # describe optional fields as absent, not as nullable.
 Omitted = SkipJsonSchema[None]
+
+
+def hints(title: str, *, read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    """A tool's annotations; every mnemo tool works on its own store only (closed world)."""
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
 
 
 async def run(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

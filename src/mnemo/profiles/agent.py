@@ -19,12 +19,12 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from mcp.server import MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from mnemo import errors
 from mnemo.model import BAND_IMPORTANCE, ImportanceBand, Memory, Status, importance_band, to_iso
-from mnemo.profiles import Omitted, Profile, run
+from mnemo.profiles import Omitted, Profile, hints, run
 from mnemo.query import Sort, SortField
 from mnemo.service import MemoryService, TagEdit
 
@@ -167,13 +167,8 @@ def error_result(error: errors.MnemoError, now: datetime) -> CallToolResult:
 
 # -- tools ---------------------------------------------------------------------------------
 def register(server: MCPServer, service: MemoryService) -> None:
-    @server.tool(
-        annotations=ToolAnnotations(
-            # Idempotent: the same content again returns the memory already stored.
-            title="Store memory", read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    # Idempotent: the same content again returns the memory already stored.
+    @server.tool(annotations=hints("Store memory", read_only=False, destructive=False, idempotent=True))
     async def store_memory(
         type: Annotated[MemoryType, Field(description="Type of memory to store")],
         content: Annotated[Content, Field(description="The memory content")],
@@ -216,12 +211,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         )
         return StoreMemoryResult(id=stored.memory.id, created=not stored.existing, memory=_memory(stored.memory))
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Query memories", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Query memories", read_only=True, destructive=False, idempotent=True))
     async def query_memories(
         type: Annotated[MemoryType, Field(description="Filter by memory type")] | Omitted = None,
         tags: Annotated[list[str], Field(description="Filter by tags (AND logic)")] | Omitted = None,
@@ -270,12 +260,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
             has_more=page.has_more,
         )
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Update memory", read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Update memory", read_only=False, destructive=False, idempotent=True))
     async def update_memory(
         id: Annotated[MemoryId, Field(description="UUID of the memory to update")],
         content: Annotated[Content, Field(description="Updated content")] | Omitted = None,
@@ -299,12 +284,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
             updated_fields=[_FIELD_NAMES.get(name, name) for name in result.updated_fields],
         )
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Delete memory", read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Delete memory", read_only=False, destructive=True, idempotent=True))
     async def delete_memory(
         id: Annotated[MemoryId, Field(description="UUID of the memory to delete")],
         permanent: Annotated[bool, Field(description="If false (default), archives instead of deleting")] = False,
@@ -316,12 +296,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         await run(service.update, id, status=Status.ARCHIVED)
         return DeleteMemoryResult(success=True, action="archived", id=id)
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Memory statistics", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Memory statistics", read_only=True, destructive=False, idempotent=True))
     async def get_memory_stats() -> MemoryStatsResult:
         """Get statistics about stored memories."""
         o = await run(service.overview)

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
 from mnemo import errors, ranking
@@ -28,7 +28,7 @@ from mnemo.model import (
     new_id,
     to_iso,
 )
-from mnemo.profiles import Omitted, Profile, run
+from mnemo.profiles import Omitted, Profile, hints, run
 from mnemo.query import DateRange, Sort, SortField
 from mnemo.service import UNSET, MemoryService, MemoryStats, TagEdit
 from mnemo.stats import METRICS
@@ -339,12 +339,7 @@ def error_result(error: errors.MnemoError, now: datetime) -> CallToolResult:
 
 # -- tools ---------------------------------------------------------------------------------
 def register(server: MCPServer, service: MemoryService) -> None:
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Store memory", read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Store memory", read_only=False, destructive=False, idempotent=False))
     async def store_memory(
         content: Annotated[
             str, Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="The memory content to store")
@@ -380,12 +375,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
             links_created=result.links_created,
         )
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Recall memories", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Recall memories", read_only=True, destructive=False, idempotent=True))
     async def recall_memories(
         query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Semantic search query")],
         filters: RecallFilters | Omitted = Field(None, description="Filtering criteria"),
@@ -445,12 +435,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
             warnings=result.warnings or None,
         )
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Update memory", read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Update memory", read_only=False, destructive=False, idempotent=False))
     async def update_memory(
         memory_id: Annotated[str, Field(description="ID of the memory to update")],
         updates: Annotated[Updates, Field(description="Fields to update")],
@@ -494,12 +479,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
             updated_at=to_iso(result.memory.updated_at),
         )
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Forget memory", read_only_hint=False, destructive_hint=True, idempotent_hint=False,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Forget memory", read_only=False, destructive=True, idempotent=False))
     async def forget_memory(
         memory_id: Annotated[str, Field(description="ID of the memory to forget")],
         reason: Annotated[
@@ -543,12 +523,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
             backup_id=result.backup_id,
         )
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="List memories", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("List memories", read_only=True, destructive=False, idempotent=True))
     async def list_memories(
         filters: ListFilters | Omitted = None,
         sort: ListSort | Omitted = None,
@@ -607,12 +582,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
             ),
         )
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Memory statistics", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Memory statistics", read_only=True, destructive=False, idempotent=True))
     async def get_memory_stats(
         scope: Annotated[
             Literal["global", "user", "conversation", "category"], Field(description="Scope of statistics")

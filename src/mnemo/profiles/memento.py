@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent
 from pydantic import AfterValidator, BaseModel, Field
 
 from mnemo import errors, ranking
@@ -29,7 +29,7 @@ from mnemo.model import (
     memento_category,
     to_iso,
 )
-from mnemo.profiles import Omitted, Profile, run
+from mnemo.profiles import Omitted, Profile, hints, run
 from mnemo.service import MemoryService
 
 # The spec's enum, in its order; the same names as model.MEMENTO_CATEGORIES (a test checks).
@@ -148,13 +148,8 @@ def error_result(error: errors.MnemoError, now: datetime) -> CallToolResult:
 
 # -- tools ---------------------------------------------------------------------------------
 def register(server: MCPServer, service: MemoryService) -> None:
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Store memory", read_only_hint=False, destructive_hint=False,
-            idempotent_hint=True,  # storing the same fact again returns the memory already stored
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    # Idempotent: storing the same fact again returns the memory already stored
+    @server.tool(annotations=hints("Store memory", read_only=False, destructive=False, idempotent=True))
     async def store_memory(
         content: Annotated[
             str,
@@ -204,12 +199,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         )
         return StoredMemory(**_shown(result.memory), already_stored=result.existing)
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Search memories", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Search memories", read_only=True, destructive=False, idempotent=True))
     async def search_memories(
         query: Annotated[
             str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Natural language query to search for")
@@ -245,12 +235,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
             ]
         )
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="List recent memories", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("List recent memories", read_only=True, destructive=False, idempotent=True))
     async def list_recent_memories(
         limit: Annotated[int, Field(ge=1, le=50, description="Number of recent memories to retrieve")] = 10,
         subject_filter: Annotated[Subject, Field(description="Optional: Filter to memories about a specific subject")]
@@ -263,14 +248,9 @@ def register(server: MCPServer, service: MemoryService) -> None:
         page = await run(service.list, subject=subject_filter, statuses=SHOWN_STATUSES, limit=limit)
         return RecentResult(memories=[_recorded(m) for m in page.memories])
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Update memory", read_only_hint=False,
-            destructive_hint=False,  # the previous content is kept in the memory's history
-            idempotent_hint=True,  # the same update again changes nothing
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    # Not destructive: the previous content is kept in the memory's history
+    # Idempotent: the same update again changes nothing
+    @server.tool(annotations=hints("Update memory", read_only=False, destructive=False, idempotent=True))
     async def update_memory(
         memory_id: Annotated[str, Field(description="ID of the memory to update")],
         new_content: Annotated[
@@ -305,12 +285,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         )
         return _recorded(result.memory)
 
-    @server.tool(
-        annotations=ToolAnnotations(
-            title="Memory statistics", read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-            open_world_hint=False,
-        )
-    )  # fmt: skip
+    @server.tool(annotations=hints("Memory statistics", read_only=True, destructive=False, idempotent=True))
     async def get_memory_stats(
         subject_filter: Annotated[Subject, Field(description="Optional: Get stats for a specific subject only")]
         | Omitted = None,

@@ -17,12 +17,12 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from mnemo import errors
 from mnemo.model import Memory, to_iso
-from mnemo.profiles import Profile, run
+from mnemo.profiles import Profile, hints, run
 from mnemo.service import MemoryService
 from mnemo.shared_space import (
     MAX_AGENT_CHARS,
@@ -212,22 +212,14 @@ def error_result(error: errors.MnemoError, now: datetime) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=_json(body))], is_error=True)
 
 
-def _hints(read_only: bool, destructive: bool, idempotent: bool, title: str) -> ToolAnnotations:
-    return ToolAnnotations(
-        title=title,
-        read_only_hint=read_only,
-        destructive_hint=destructive,
-        idempotent_hint=idempotent,
-        open_world_hint=False,
-    )
-
-
 # -- tools -------------------------------------------------------------------------------------
 def register(server: MCPServer, service: MemoryService) -> None:
     space = service.shared
     max_words = space.limits.max_words
 
-    @server.tool(annotations=_hints(False, False, False, "Add memory"), structured_output=False)
+    @server.tool(
+        annotations=hints("Add memory", read_only=False, destructive=False, idempotent=False), structured_output=False
+    )
     async def add_memory(
         agent_name: Annotated[
             str, Field(min_length=1, max_length=MAX_AGENT_CHARS, description="Name of the agent (1-100 chars)")
@@ -258,7 +250,9 @@ def register(server: MCPServer, service: MemoryService) -> None:
             }
         )
 
-    @server.tool(annotations=_hints(True, False, True, "Read memory"), structured_output=False)
+    @server.tool(
+        annotations=hints("Read memory", read_only=True, destructive=False, idempotent=True), structured_output=False
+    )
     async def read_memory(
         response_format: Annotated[ResponseFormat, Field(description='"markdown" or "json"')] = "markdown",
         limit: Limit = None,
@@ -278,7 +272,9 @@ def register(server: MCPServer, service: MemoryService) -> None:
         head = f"# Shared Memory\n\nTotal entries: {found.total}\n\n"
         return _entries_out(found, response_format, head, max_words, {"total_entries": found.total})
 
-    @server.tool(annotations=_hints(False, False, True, "Update memory"), structured_output=False)
+    @server.tool(
+        annotations=hints("Update memory", read_only=False, destructive=False, idempotent=True), structured_output=False
+    )
     async def update_memory(
         entry_id: EntryId,
         content: Annotated[str, Field(min_length=1, description=f"New content (max {max_words} words)")] | None = None,
@@ -298,7 +294,9 @@ def register(server: MCPServer, service: MemoryService) -> None:
             }
         )
 
-    @server.tool(annotations=_hints(False, True, True, "Delete memory"), structured_output=False)
+    @server.tool(
+        annotations=hints("Delete memory", read_only=False, destructive=True, idempotent=True), structured_output=False
+    )
     async def delete_memory(entry_id: EntryId) -> str:
         """Delete a specific memory entry by ID."""
         deleted = await run(space.delete, entry_id)
@@ -313,7 +311,9 @@ def register(server: MCPServer, service: MemoryService) -> None:
             }
         )
 
-    @server.tool(annotations=_hints(True, False, True, "Get memory"), structured_output=False)
+    @server.tool(
+        annotations=hints("Get memory", read_only=True, destructive=False, idempotent=True), structured_output=False
+    )
     async def get_memory(
         entry_id: EntryId,
         response_format: Annotated[ResponseFormat, Field(description='"markdown" or "json"')] = "json",
@@ -324,7 +324,9 @@ def register(server: MCPServer, service: MemoryService) -> None:
             return _json_capped({"success": True, "entry": _entry(entry)}, "entry", 1)
         return _markdown("", [_block(entry, max_words)], 1)
 
-    @server.tool(annotations=_hints(True, False, True, "Search memory"), structured_output=False)
+    @server.tool(
+        annotations=hints("Search memory", read_only=True, destructive=False, idempotent=True), structured_output=False
+    )
     async def search_memory(
         query: Annotated[
             str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Search query (1-200 chars)")
@@ -344,7 +346,10 @@ def register(server: MCPServer, service: MemoryService) -> None:
         extra = {"success": True, "query": query, "total_results": found.total}
         return _entries_out(found, response_format, head, max_words, extra)
 
-    @server.tool(annotations=_hints(True, False, True, "Memory statistics"), structured_output=False)
+    @server.tool(
+        annotations=hints("Memory statistics", read_only=True, destructive=False, idempotent=True),
+        structured_output=False,
+    )
     async def get_memory_stats(
         response_format: Annotated[ResponseFormat, Field(description='"markdown" or "json"')] = "json",
     ) -> str:
@@ -354,7 +359,9 @@ def register(server: MCPServer, service: MemoryService) -> None:
             return _markdown(_stats_markdown(body), [], 0)
         return _json_capped(body, "tag_usage", len(body["tag_usage"]), "tags")  # thousands of tags may not fit
 
-    @server.tool(annotations=_hints(False, True, True, "Clear memory"), structured_output=False)
+    @server.tool(
+        annotations=hints("Clear memory", read_only=False, destructive=True, idempotent=True), structured_output=False
+    )
     async def clear_memory(
         confirm: Annotated[bool, Field(description="Must be true to proceed")],
     ) -> str:
@@ -371,7 +378,9 @@ def register(server: MCPServer, service: MemoryService) -> None:
             }
         )
 
-    @server.tool(annotations=_hints(True, False, True, "Health check"), structured_output=False)
+    @server.tool(
+        annotations=hints("Health check", read_only=True, destructive=False, idempotent=True), structured_output=False
+    )
     async def health_check() -> str:
         """Check the health of the memory system: store file, write lock, database integrity, backups."""
         return _json(_health_json(await run(space.health)))

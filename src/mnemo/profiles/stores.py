@@ -18,14 +18,14 @@ from typing import Annotated, NoReturn
 
 from mcp import MCPError
 from mcp.server import MCPServer
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, ToolAnnotations
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import BaseModel, Field
 
 from mnemo import errors
 from mnemo.model import MAX_CONTENT_CHARS, MAX_TAGS, Memory, to_iso
 from mnemo.named_stores import NamedStores
 from mnemo.paths import MAX_PATH_CHARS
-from mnemo.profiles import Omitted, Profile, run
+from mnemo.profiles import Omitted, Profile, hints, run
 from mnemo.service import UNSET
 
 CHARS_PER_TOKEN = 4  # the usual rough measure for English text, as the reference server estimates
@@ -148,15 +148,10 @@ def error_result(error: errors.MnemoError, now: datetime) -> NoReturn:
 # -- tools ---------------------------------------------------------------------------------
 # Paths are unique, so repeating a call with the same arguments changes nothing more: every tool
 # is idempotent (a repeated add or move is refused, a repeated remove finds nothing).
-def _hints(title: str, *, read_only: bool = False, destructive: bool = False) -> ToolAnnotations:
-    return ToolAnnotations(
-        title=title, read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=True,
-        open_world_hint=False,
-    )  # fmt: skip
 
 
 def register_stores(server: MCPServer, stores: NamedStores) -> None:
-    @server.tool(annotations=_hints("Add memory"))
+    @server.tool(annotations=hints("Add memory", read_only=False, destructive=False, idempotent=True))
     async def add_memory(
         store: Store,
         path: MemoryPath,
@@ -170,7 +165,7 @@ def register_stores(server: MCPServer, stores: NamedStores) -> None:
             message=f"Memory created at {path}", store=store, path=path, created_at=to_iso(memory.created_at)
         )
 
-    @server.tool(annotations=_hints("Get memory", read_only=True))
+    @server.tool(annotations=hints("Get memory", read_only=True, destructive=False, idempotent=True))
     async def get_memory(store: Store, path: MemoryPath, include_expired: IncludeExpired = False) -> GetMemoryResult:
         """Retrieve memory content and metadata."""
         memory = await run(stores.get, store, path, include_expired=include_expired)
@@ -185,7 +180,7 @@ def register_stores(server: MCPServer, stores: NamedStores) -> None:
             ),
         )
 
-    @server.tool(annotations=_hints("Update memory"))
+    @server.tool(annotations=hints("Update memory", read_only=False, destructive=False, idempotent=True))
     async def update_memory(
         store: Store,
         path: MemoryPath,
@@ -207,7 +202,7 @@ def register_stores(server: MCPServer, stores: NamedStores) -> None:
             expires_at=_iso(result.memory.expires_at),
         )
 
-    @server.tool(annotations=_hints("Remove memory", destructive=True))
+    @server.tool(annotations=hints("Remove memory", read_only=False, destructive=True, idempotent=True))
     async def remove_memory(store: Store, path: MemoryPath) -> RemoveMemoryResult:
         """Delete a memory. It stays restorable for 30 days, and its path is free at once."""
         result = await run(stores.remove, store, path)
@@ -215,7 +210,7 @@ def register_stores(server: MCPServer, stores: NamedStores) -> None:
             message=f"Memory removed at {path}", path=path, recoverable_until=_iso(result.recoverable_until)
         )
 
-    @server.tool(annotations=_hints("Move memory"))
+    @server.tool(annotations=hints("Move memory", read_only=False, destructive=False, idempotent=True))
     async def move_memory(
         store: Store,
         from_path: Annotated[MemoryPath, Field(description="Source memory path")],
@@ -227,7 +222,7 @@ def register_stores(server: MCPServer, stores: NamedStores) -> None:
             message=f"Memory moved from {from_path} to {to_path}", from_path=from_path, to_path=to_path
         )
 
-    @server.tool(annotations=_hints("List memories", read_only=True))
+    @server.tool(annotations=hints("List memories", read_only=True, destructive=False, idempotent=True))
     async def list_memories(
         store: Store,
         category: Annotated[
@@ -245,7 +240,7 @@ def register_stores(server: MCPServer, stores: NamedStores) -> None:
             subcategories=[Subcategory(path=p, memory_count=n) for p, n in level.subcategories.items()],
         )
 
-    @server.tool(annotations=_hints("Prune memories", destructive=True))
+    @server.tool(annotations=hints("Prune memories", read_only=False, destructive=True, idempotent=True))
     async def prune_memories(store: Store) -> PruneMemoriesResult:
         """Delete all expired memories of the store (restorable for 30 days); returns how many and which."""
         pruned = await run(stores.prune, store)
