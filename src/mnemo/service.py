@@ -519,16 +519,16 @@ class MemoryService:
             reverse=True,
         )
         page = ranked[offset : offset + limit]
-        memories = {m.id: m for m in self.storage.get_many([memory_id for memory_id, _ in page])}
-        if page:
-            self.storage.record_recall([memory_id for memory_id, _ in page], now)
-        hits = [
-            RecallHit(memories[memory_id].evolve(access_count=memories[memory_id].access_count + 1, accessed_at=now), s)
-            for memory_id, s in page
-            if memory_id in memories
-        ]
+        memories = {m.id: m for m in self._seen(self.storage.get_many([memory_id for memory_id, _ in page]), now)}
+        hits = [RecallHit(memories[memory_id], s) for memory_id, s in page if memory_id in memories]
         elapsed = (time.perf_counter() - started) * 1000
         return RecallResult(hits, len(ranked), elapsed, found.warnings, found.embedded)
+
+    def _seen(self, memories: list[Memory], now: datetime) -> list[Memory]:
+        """Count memories given back to a caller as accessed; returns them as they now are."""
+        if memories:
+            self.storage.record_recall([m.id for m in memories], now)
+        return [m.evolve(access_count=m.access_count + 1, accessed_at=now) for m in memories]
 
     def _score(
         self, memory: RankFields, relevance: float, weights: ranking.Weights, decay: ranking.Decay,
@@ -744,6 +744,50 @@ class MemoryService:
             frontier = [m.id for m in fresh]
         return found
 
+    def _filters(
+        self, now: datetime, *, categories: Sequence[str] | None = None, labels: Sequence[str] | None = None,
+        types: Sequence[str] | None = None, tags: Sequence[str] | None = None, all_tags: Sequence[str] | None = None,
+        importance_bands: Sequence[str] | None = None, date_range: DateRange = DateRange(),
+        importance_min: float | None = None, importance_max: float | None = None, user_id: str | None = None,
+        conversation_id: str | None = None, subject: str | None = None, agent_names: Sequence[str] | None = None,
+        signed_only: bool = False, access_levels: Sequence[str] | None = None, statuses: Sequence[str] = ("active",),
+        include_expired: bool = False,
+    ) -> Filters:  # fmt: skip
+        """The storage filters of a list, query or overview, after checking each value."""
+        _check_unit("importance_range.min", importance_min)
+        _check_unit("importance_range.max", importance_max)
+        if importance_min is not None and importance_max is not None and importance_min > importance_max:
+            raise InvalidInput("importance_range.min is greater than its max", field="importance_range")
+        unknown = [s for s in statuses if s not in STATUS_NAMES]
+        if unknown:
+            raise InvalidInput(f"unknown status {', '.join(unknown)}", field="status")
+        bad_bands = [b for b in importance_bands or () if b not in ImportanceBand.__members__.values()]
+        if bad_bands:
+            raise InvalidInput(f"unknown importance {', '.join(bad_bands)}", field="importance")
+        for memory_type in types or ():
+            _check_type(memory_type)
+        return Filters(
+            now=now,
+            statuses=tuple(dict.fromkeys(STATUS_NAMES[s] for s in statuses)),
+            categories=tuple(categories) if categories else None,
+            labels=tuple(labels) if labels else None,
+            types=tuple(types) if types else None,
+            tags_any=tuple(tags) if tags else None,
+            tags_all=tuple(all_tags) if all_tags else None,
+            importance_bands=tuple(importance_bands) if importance_bands else None,
+            agent_names=tuple(agent_names) if agent_names else None,
+            has_agent=True if signed_only else None,
+            include_expired=include_expired,
+            created_from=date_range.start,
+            created_to=date_range.end,
+            importance_min=importance_min,
+            importance_max=importance_max,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            subject_key=subject_key(subject) if subject else None,
+            access_levels=tuple(access_levels) if access_levels else None,
+        )
+
     # -- list --------------------------------------------------------------------------
     def list(
         self,
@@ -753,6 +797,7 @@ class MemoryService:
         types: Sequence[str] | None = None,
         tags: Sequence[str] | None = None,
         all_tags: Sequence[str] | None = None,
+        importance_bands: Sequence[str] | None = None,
         date_range: DateRange = DateRange(),
         importance_min: float | None = None,
         importance_max: float | None = None,
@@ -780,37 +825,17 @@ class MemoryService:
             self._check_page(limit, offset, MAX_LIST_PAGE)
         elif offset < 0:
             raise InvalidInput("offset must not be negative", field="offset")
-        _check_unit("importance_range.min", importance_min)
-        _check_unit("importance_range.max", importance_max)
-        if importance_min is not None and importance_max is not None and importance_min > importance_max:
-            raise InvalidInput("importance_range.min is greater than its max", field="importance_range")
-        unknown = [s for s in statuses if s not in STATUS_NAMES]
-        if unknown:
-            raise InvalidInput(f"unknown status {', '.join(unknown)}", field="status")
         if cursor is not None and offset:
             raise InvalidInput("give either an offset or a cursor, not both", field="pagination")
         after = self._decode_cursor(cursor, sort) if cursor is not None else None
         now = self.clock.now()
-        filters = Filters(
-            now=now,
-            statuses=tuple(dict.fromkeys(STATUS_NAMES[s] for s in statuses)),
-            categories=tuple(categories) if categories else None,
-            labels=tuple(labels) if labels else None,
-            types=tuple(types) if types else None,
-            tags_any=tuple(tags) if tags else None,
-            tags_all=tuple(all_tags) if all_tags else None,
-            agent_names=tuple(agent_names) if agent_names else None,
-            has_agent=True if signed_only else None,
+        filters = self._filters(
+            now, categories=categories, labels=labels, types=types, tags=tags, all_tags=all_tags,
+            importance_bands=importance_bands, date_range=date_range, importance_min=importance_min,
+            importance_max=importance_max, user_id=user_id, conversation_id=conversation_id, subject=subject,
+            agent_names=agent_names, signed_only=signed_only, access_levels=access_levels, statuses=statuses,
             include_expired=include_expired,
-            created_from=date_range.start,
-            created_to=date_range.end,
-            importance_min=importance_min,
-            importance_max=importance_max,
-            user_id=user_id,
-            conversation_id=conversation_id,
-            subject_key=subject_key(subject) if subject else None,
-            access_levels=tuple(access_levels) if access_levels else None,
-        )
+        )  # fmt: skip
         rows = self.storage.select(filters, sort, None if limit is None else limit + 1, offset if after is None else 0,
                                    after)  # fmt: skip
         has_more = limit is not None and len(rows) > limit
@@ -876,29 +901,13 @@ class MemoryService:
         ``total`` counts every match among the candidates examined (CANDIDATE_POOL per channel).
         """
         self._check_page(limit, offset)
-        unknown = [s for s in statuses if s not in STATUS_NAMES]
-        if unknown:
-            raise InvalidInput(f"unknown status {', '.join(unknown)}", field="status")
-        bad_bands = [b for b in importance_bands or () if b not in ImportanceBand.__members__.values()]
-        if bad_bands:
-            raise InvalidInput(f"unknown importance {', '.join(bad_bands)}", field="importance")
-        for memory_type in types or ():
-            _check_type(memory_type)
-        now = self.clock.now()
-        filters = Filters(
-            now=now,
-            statuses=tuple(dict.fromkeys(STATUS_NAMES[s] for s in statuses)),
-            labels=tuple(labels) if labels else None,
-            types=tuple(types) if types else None,
-            tags_all=tuple(all_tags) if all_tags else None,
-            importance_bands=tuple(importance_bands) if importance_bands else None,
-        )
         if search is None or not search.strip():
-            rows = self.storage.select(filters, sort or Sort(), limit + 1, offset)
-            has_more = len(rows) > limit
-            memories = [m for m, _ in rows[:limit]]
-            return ListPage(memories, self.storage.count(filters), has_more, None, offset + limit if has_more else None)
-
+            return self.list(types=types, labels=labels, all_tags=all_tags, importance_bands=importance_bands,
+                             statuses=statuses, sort=sort or Sort(), limit=limit, offset=offset)  # fmt: skip
+        now = self.clock.now()
+        filters = self._filters(
+            now, labels=labels, types=types, all_tags=all_tags, importance_bands=importance_bands, statuses=statuses
+        )
         _check_length("search", search, MAX_QUERY_CHARS)
         found = self.searcher.find(search, search_terms(search), filters, max(CANDIDATE_POOL, 3 * (offset + limit)))
         matches = sorted((c for c in found.candidates if c.relevance >= SEARCH_MATCH), key=lambda c: -c.relevance)
@@ -908,9 +917,7 @@ class MemoryService:
         else:
             rows = self.storage.select(replace(filters, ids=tuple(ids)), sort, limit, offset) if ids else []
             memories = [m for m, _ in rows]
-        if memories:
-            self.storage.record_recall([m.id for m in memories], now)
-        seen = [m.evolve(access_count=m.access_count + 1, accessed_at=now) for m in memories]
+        seen = self._seen(memories, now)
         has_more = offset + len(seen) < len(ids)
         return ListPage(seen, len(ids), has_more, None, offset + len(seen) if has_more else None)
 
@@ -1020,13 +1027,5 @@ class MemoryService:
         self, *, subject: str | None = None, statuses: Sequence[str] = ("active",), signed_only: bool = False
     ) -> Overview:
         """The counts specs 000, 001 and 003 report: by type, band, category, subject, agent, tag."""
-        unknown = [s for s in statuses if s not in STATUS_NAMES]
-        if unknown:
-            raise InvalidInput(f"unknown status {', '.join(unknown)}", field="status")
-        filters = Filters(
-            now=self.clock.now(),
-            statuses=tuple(STATUS_NAMES[s] for s in statuses),
-            subject_key=subject_key(subject) if subject else None,
-            has_agent=True if signed_only else None,
-        )
+        filters = self._filters(self.clock.now(), subject=subject, statuses=statuses, signed_only=signed_only)
         return overview(self.storage, filters)
