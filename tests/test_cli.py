@@ -64,7 +64,7 @@ def test_add_then_recall_finds_the_memory(mnemo: Invoke) -> None:
 
     assert table.exit_code == 0, table.output
     assert memory_id in table.stdout
-    assert [hit["memory"]["id"] for hit in recalled["hits"]] == [memory_id]
+    assert recalled["hits"][0]["memory"]["id"] == memory_id  # Bob's memory may follow, far behind
     assert recalled["hits"][0]["rank"] == 1
     assert 0 < recalled["hits"][0]["scores"]["combined"] <= 1
 

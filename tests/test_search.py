@@ -164,3 +164,46 @@ def test_the_sign_bit_prefilter_of_a_large_index_finds_what_an_exact_scan_finds(
         exact = np.argsort(-(vectors @ vectors[row]))[:5] + 100
         assert [key for key, _ in found] == exact.tolist()
         assert found[0] == (row + 100, pytest.approx(1.0, abs=1e-5))
+
+
+class RecordingEmbedder(FakeEmbedder):
+    """Remembers the queries it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> Vectors:
+        self.queries.append(text)
+        return super().embed_query(text)
+
+
+def test_a_query_naming_a_subject_is_embedded_without_the_name(settings: Settings, clock: ManualClock):
+    embedder = RecordingEmbedder()
+    svc = open_service(settings, clock=clock, embedder=embedder)
+    try:
+        svc.store("Liam lives in Boston", subject="Liam")
+        svc.recall("What is Liam's blood type?")
+        svc.recall("What is William's blood type?")  # no subject William: nothing to take out
+    finally:
+        svc.storage.close()
+    assert embedder.queries == ["What is blood type?", "What is William's blood type?"]
+
+
+def test_memories_not_about_the_subject_a_query_names_count_as_elsewhere(hybrid: MemoryService):
+    hybrid.store("Liam lives in Boston", subject="Liam")
+    hybrid.store("User's blood type is O negative", subject="User")
+    hybrid.store("Sofia asked about Liam's school", subject="Sofia")  # names him in its text
+    hybrid.store("Passport renewal is due in May", tags=["liam"])  # names him in a tag
+    found = hybrid.searcher.find(
+        "What is Liam's blood type?", ["liam", "blood", "type"], Filters(now=hybrid.clock.now()), 50
+    )
+    elsewhere = {hybrid.get(c.memory_id).content: c.elsewhere for c in found.candidates}
+    assert elsewhere == {
+        "Liam lives in Boston": 0.0,
+        "User's blood type is O negative": 1.0,
+        "Sofia asked about Liam's school": 0.0,
+        "Passport renewal is due in May": 0.0,
+    }
+    unnamed = hybrid.searcher.find("blood type", ["blood", "type"], Filters(now=hybrid.clock.now()), 50)
+    assert {c.elsewhere for c in unnamed.candidates} == {0.0}

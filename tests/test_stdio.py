@@ -58,7 +58,7 @@ async def test_mnemo_serve_answers_every_tool_over_stdio_and_logs_only_to_its_lo
         )
 
         recalled = _ok(await client.call_tool("recall_memories", {"query": "lactose"}))
-        assert [m["memory_id"] for m in recalled["memories"]] == [lactose["memory_id"]]
+        assert recalled["memories"][0]["memory_id"] == lactose["memory_id"]  # hiking may follow, far behind
 
         updated = _ok(
             await client.call_tool(
@@ -73,7 +73,7 @@ async def test_mnemo_serve_answers_every_tool_over_stdio_and_logs_only_to_its_lo
         assert updated["version"] == 2
         assert updated["updated_fields"] == ["content"]
         kayak = _ok(await client.call_tool("recall_memories", {"query": "kayaking"}))
-        assert [m["memory_id"] for m in kayak["memories"]] == [hiking["memory_id"]]
+        assert kayak["memories"][0]["memory_id"] == hiking["memory_id"]
 
         forgotten = _ok(
             await client.call_tool("forget_memory", {"memory_id": lactose["memory_id"], "reason": "outdated"})

@@ -1,10 +1,10 @@
 """Finding the memories a query means: words (BM25 from FTS5) and meaning (vectors), fused.
 
 Each candidate gets a calibrated ``relevance`` in [0, 1]: a logistic function of its cosine
-similarity to the query, of how far that cosine stands out from the other candidates' (a z-score:
-a memory that merely shares the query's topic does not stand out), and of its BM25 score relative
-to the query's best. ``benchmarks/fit_relevance.py`` fits it on the dev sets; a relevance of 0.7
-is meant to be read as "probably an answer".
+similarity to the query without the names of the subjects it asks about (see focus.py), of its
+BM25 score relative to the query's best, and of whether it is about those subjects at all.
+``benchmarks/fit_relevance.py`` fits it on the dev sets; a relevance of 0.7 is meant to be read
+as "probably an answer".
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from datetime import datetime
 
 from mnemo.embed import Embedder, Vectors
 from mnemo.errors import EmbeddingError
+from mnemo.focus import possible_names, without_names
 from mnemo.model import Status
 from mnemo.query import Filters
 from mnemo.storage import Storage
@@ -32,25 +33,26 @@ NEAR_DUPLICATE = 0.95
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """relevance = 1 / (1 + exp(-(bias + cosine_weight·cosine + standout_weight·standout + text_weight·text)))."""
+    """relevance = 1 / (1 + exp(-(bias + cosine_weight·cosine + text_weight·text + elsewhere_weight·elsewhere)))."""
 
     bias: float
     cosine_weight: float
-    standout_weight: float
     text_weight: float
+    elsewhere_weight: float
 
-    def relevance(self, cosine: float, standout: float, text: float) -> float:
-        z = self.bias + self.cosine_weight * cosine + self.standout_weight * standout + self.text_weight * text
+    def relevance(self, cosine: float, text: float, elsewhere: float) -> float:
+        z = self.bias + self.cosine_weight * cosine + self.text_weight * text + self.elsewhere_weight * elsewhere
         return 1.0 / (1.0 + math.exp(-z))
 
 
 # Fitted by benchmarks/fit_relevance.py on shared/eval/*-dev.json with all-MiniLM-L6-v2 (1,505
-# queries, 404k candidates): 0.7 keeps the right answer of 87% of agent-memory's and 79% of
-# LoCoMo's queries, but rejects none of agent-memory's 10 unanswerable ones, whose best candidate
-# (same person, other attribute) looks as close as a right answer does to this model.
-HYBRID = Calibration(bias=-2.344, cosine_weight=2.128, standout_weight=0.851, text_weight=4.256)
+# queries, 452k candidates): 0.7 keeps the right answer of 81% of the queries, and rejects 2 of
+# agent-memory's 10 unanswerable ones. The other 8 ask about an attribute of a known subject that
+# is not stored (Marco's football club), and this model scores other facts about that subject as
+# close to the question as right answers are to theirs.
+HYBRID = Calibration(bias=-2.99, cosine_weight=10.162, text_weight=3.049, elsewhere_weight=-1.016)
 # The same fit over the candidates words find, by their BM25 alone (recall without a model).
-WORDS_ONLY = Calibration(bias=-2.001, cosine_weight=0.0, standout_weight=0.0, text_weight=6.376)
+WORDS_ONLY = Calibration(bias=-2.016, cosine_weight=0.0, text_weight=6.412, elsewhere_weight=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +60,8 @@ class Candidate:
     memory_id: str
     key: int
     text: float  # BM25 relative to the query's best text hit, 0 if the words did not match
-    cosine: float | None  # None when recall runs on words alone
-    standout: float  # (cosine - mean) / std over the query's candidates
+    cosine: float | None  # to the query without the subjects' names; None when recall runs on words alone
+    elsewhere: float  # the share of the subjects the query names that this memory is not about
     relevance: float
 
 
@@ -97,36 +99,42 @@ class Searcher:
 
     def find(self, query: str, terms: Sequence[str], filters: Filters, pool: int) -> Found:
         problem = self.vectors_state()
+        names = sorted(self.storage.subjects_among(possible_names(query)))
         # The model embeds the query on another thread while SQLite searches the words: both
         # release the GIL, so the two costs overlap instead of adding up.
-        embedding = self._embedding.submit(self._embed_query, query) if problem is None else None
+        focused = without_names(query, names)
+        embedding = self._embedding.submit(self._embed_query, focused) if problem is None else None
         text_hits = self.storage.search_text(terms, filters, pool)
         best_text = max((h.score for h in text_hits), default=0.0)
         text = {h.key: (h.memory_id, h.score / best_text if best_text > 0 else 0.0) for h in text_hits}
         if embedding is None or self.index is None:
             found = [
-                Candidate(mid, key, t, None, 0.0, WORDS_ONLY.relevance(0.0, 0.0, t)) for key, (mid, t) in text.items()
+                Candidate(mid, key, t, None, 0.0, WORDS_ONLY.relevance(0.0, t, 0.0)) for key, (mid, t) in text.items()
             ]
             return Found(found, [problem] if problem else [])
 
         vector = embedding.result()
         self.index.refresh(self.storage)
-        nearest = self._nearest(vector, filters, pool)
-        cosines = dict(nearest)
+        cosines = dict(self._nearest(vector, filters, pool))
         ids = {key: mid for key, (mid, _) in text.items()}
         missing = [key for key in cosines if key not in ids]
         ids.update(self.storage.keys_passing(missing, filters) if missing else {})
         cosines.update(self.index.similarity(vector, [k for k in text if k not in cosines]))
-        values = [cosines.get(key, 0.0) for key in ids]
-        mean = sum(values) / len(values) if values else 0.0
-        spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
+        elsewhere = self._elsewhere(list(ids), names)
         found = []
         for key, memory_id in ids.items():
             t = text[key][1] if key in text else 0.0
             cosine = cosines.get(key, 0.0)
-            standout = (cosine - mean) / spread if spread > 1e-6 else 0.0
-            found.append(Candidate(memory_id, key, t, cosine, standout, HYBRID.relevance(cosine, standout, t)))
+            away = elsewhere.get(key, 0.0)
+            found.append(Candidate(memory_id, key, t, cosine, away, HYBRID.relevance(cosine, t, away)))
         return Found(found, embedded=True)
+
+    def _elsewhere(self, keys: list[int], names: Sequence[str]) -> dict[int, float]:
+        """For each memory, the share of the named subjects it is not about."""
+        if not names:
+            return {}
+        about = [self.storage.keys_mentioning(keys, name) for name in names]
+        return {key: sum(key not in keys_about for keys_about in about) / len(names) for key in keys}
 
     def _embed_query(self, query: str) -> Vectors:
         assert self.embedder is not None

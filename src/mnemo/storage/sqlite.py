@@ -735,6 +735,28 @@ class SQLiteStorage:
         with self._read() as db:
             return [key for (key,) in db.execute(f"SELECT m.rowid FROM memories m WHERE {where}", params)]
 
+    def subjects_among(self, keys: Sequence[str]) -> set[str]:
+        """Which of these subject keys some memory of the store has (an index lookup each)."""
+        if not keys:
+            return set()
+        marks = ",".join("?" * len(keys))
+        with self._read() as db:
+            rows = db.execute(f"SELECT DISTINCT subject_key FROM memories WHERE subject_key IN ({marks})", list(keys))
+            return {key for (key,) in rows}
+
+    def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]:
+        """Which of these memories are about the subject, or name it in their content or tags."""
+        if not keys:
+            return set()
+        marks = ",".join("?" * len(keys))
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT rowid FROM memories WHERE rowid IN ({marks}) AND subject_key = ?"
+                f" UNION SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid IN ({marks})",
+                [*keys, subject, _match_expression([subject]), *keys],
+            )
+            return {key for (key,) in rows}
+
     def vector_bytes(self, filters: Filters | None = None) -> int:
         """Bytes of the vectors of the memories the filters keep (of every memory without filters)."""
         where, params = _where(filters) if filters is not None else ("1", [])
