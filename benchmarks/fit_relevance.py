@@ -4,12 +4,12 @@
 
 For every query of the dev sets it collects the candidates hybrid search produces (cosine to the
 query without the names of the subjects it asks about, BM25 relative to the query's best, the
-share of those subjects the memory is not about) and whether each is a right answer. The fusion
-(the features' relative weights) is the one whose ranking gives the best R@5 over both sets; a
-class-balanced logistic regression on that fused score then gives scale and bias, so relevance
-reads as the probability of a right answer with answers and non-answers weighed equally. It also
-prints how many right answers clear 0.7 and how many `negative` queries return nothing above it.
-Paste the printed Calibration into src/mnemo/search.py.
+share of those subjects the memory is not about, whether it was made in the time the query
+names) and whether each is a right answer. The fusion (the features' relative weights) is the one
+whose ranking gives the best R@5 over both sets; a class-balanced logistic regression on that
+fused score then gives scale and bias, so relevance reads as the probability of a right answer
+with answers and non-answers weighed equally. It also prints how many right answers clear 0.7 and
+how many `negative` queries return nothing above it. Paste the printed Calibration into src/mnemo/search.py.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ POOL = 200
 
 @dataclass
 class Query:
-    features: np.ndarray  # (candidates, 3): cosine, relative BM25, subjects elsewhere
+    features: np.ndarray  # (candidates, 4): cosine, relative BM25, subjects elsewhere, made when asked about
     labels: np.ndarray  # (candidates,) 1 for a right answer
     negative: bool
     relevant: int  # right answers the query has, found among the candidates or not
@@ -67,9 +67,10 @@ def collect(path: Path) -> list[Query]:
                 )
                 found = service.searcher.find(q["query"], search_terms(q["query"]), filters, POOL)
                 relevant = {loaded.ids[r] for r in q["relevant"]}
-                feats = np.array([[c.cosine or 0.0, c.text, c.elsewhere] for c in found.candidates], dtype=np.float64)
+                rows = [[c.cosine or 0.0, c.text, c.elsewhere, c.when] for c in found.candidates]
+                feats = np.array(rows, dtype=np.float64)
                 labels = np.array([c.memory_id in relevant for c in found.candidates], dtype=np.float64)
-                out.append(Query(feats.reshape(-1, 3), labels, q["kind"] == "negative", len(relevant)))
+                out.append(Query(feats.reshape(-1, 4), labels, q["kind"] == "negative", len(relevant)))
             service.storage.close()
     return out
 
@@ -86,7 +87,12 @@ def recall_at_5(queries: list[Query], direction: np.ndarray) -> float:
 
 def best_direction(sets: list[list[Query]]) -> np.ndarray:
     """The feature weights (cosine 1) whose ranking gives the best R@5, summed over the data sets."""
-    grid = [np.array([1.0, t, e]) for t in (0.0, 0.1, 0.2, 0.3, 0.4, 0.6) for e in (0.0, -0.1, -0.2, -0.3, -0.5)]
+    grid = [
+        np.array([1.0, t, e, w])
+        for t in (0.0, 0.1, 0.2, 0.3, 0.4, 0.6)
+        for e in (0.0, -0.1, -0.2, -0.3, -0.5)
+        for w in (0.0, 0.05, 0.1, 0.2, 0.4)
+    ]
     return max(grid, key=lambda d: sum(recall_at_5(queries, d) for queries in sets))
 
 
@@ -109,7 +115,7 @@ def shares(queries: list[Query], calibration: Calibration) -> tuple[float, float
     """(answerable queries whose best right answer clears 0.7, negatives with nothing above it)."""
     kept, rejected, answerable, negatives = 0, 0, 0, 0
     for q in queries:
-        scores = [calibration.relevance(c, t, e) for c, t, e in q.features]
+        scores = [calibration.relevance(c, t, e, w) for c, t, e, w in q.features]
         if q.negative:
             negatives += 1
             rejected += max(scores, default=0.0) < THRESHOLD
@@ -138,8 +144,8 @@ def main() -> None:
     matched = [
         Query(q.features[q.features[:, 1] > 0], q.labels[q.features[:, 1] > 0], q.negative, q.relevant) for q in queries
     ]
-    bias, scale = fit_scale(matched, np.array([0.0, 1.0, 0.0]))
-    words_only = Calibration(round(bias, 3), 0.0, round(scale, 3), 0.0)
+    bias, scale = fit_scale(matched, np.array([0.0, 1.0, 0.0, 0.0]))
+    words_only = Calibration(round(bias, 3), 0.0, round(scale, 3), 0.0, 0.0)
     kept, rejected = shares(matched, words_only)
     print(f"words only {words_only}: answers kept at 0.7 {kept:.3f}, negatives rejected {rejected:.3f}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 
 import pytest
 
@@ -207,3 +208,18 @@ def test_memories_not_about_the_subject_a_query_names_count_as_elsewhere(hybrid:
     }
     unnamed = hybrid.searcher.find("blood type", ["blood", "type"], Filters(now=hybrid.clock.now()), 50)
     assert {c.elsewhere for c in unnamed.candidates} == {0.0}
+
+
+def test_memories_made_in_the_time_a_query_names_are_marked_as_such(hybrid: MemoryService):
+    clock = hybrid.clock
+    assert isinstance(clock, ManualClock)
+    hybrid.store("Painted a sunrise over the lake", timestamp=datetime(2023, 10, 13, 18, 0, tzinfo=UTC))
+    hybrid.store("Painted the kitchen walls blue", timestamp=datetime(2023, 11, 2, 9, 0, tzinfo=UTC))
+    filters = Filters(now=clock.now())
+    found = hybrid.searcher.find("What did she paint on October 13, 2023?", ["paint"], filters, 50)
+    assert {hybrid.get(c.memory_id).content: c.when for c in found.candidates} == {
+        "Painted a sunrise over the lake": 1.0,
+        "Painted the kitchen walls blue": 0.0,
+    }
+    undated = hybrid.searcher.find("What did she paint?", ["paint"], filters, 50)
+    assert {c.when for c in undated.candidates} == {0.0}
