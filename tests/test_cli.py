@@ -265,18 +265,6 @@ def test_commands_other_than_serve_do_not_import_the_mcp_sdk() -> None:
     assert loaded.stdout.strip() == "False"
 
 
-def test_a_server_is_built_without_numpy(tmp_path: Path) -> None:
-    # The handshake does not need it: numpy loads with the model, after the handshake.
-    code = (
-        "import sys; from mnemo.config import Settings; from mnemo.server import build_server; "
-        f"build_server(Settings(home={str(tmp_path)!r})); print('numpy' in sys.modules)"
-    )
-
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-
-    assert loaded.stdout.strip() == "False"
-
-
 def test_content_that_looks_like_markup_is_printed_as_written(mnemo: Invoke) -> None:
     add(mnemo, "Wrap errors in [/red] and [bold]x[/bold] :smile:")
 

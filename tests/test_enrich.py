@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -18,14 +17,12 @@ from mnemo import enrich
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.embed import Vectors
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.embed.local import LocalEmbedder
 from mnemo.enrich import CategoryDetector, auto_tags, detect_category, estimate_importance
 from mnemo.errors import EmbeddingError
 from mnemo.model import Category
-
-if TYPE_CHECKING:
-    from mnemo.embed import Vectors
 
 FACT, PREFERENCE, INSTRUCTION = Category.FACT, Category.PREFERENCE, Category.INSTRUCTION
 CONTEXT, RELATIONSHIP, SKILL = Category.CONTEXT, Category.RELATIONSHIP, Category.SKILL

@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from mcp import Client
@@ -14,12 +14,10 @@ from mcp import Client
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.embed import Vectors
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.profiles import get_profile
 from mnemo.server import ProfileServer, build_server
-
-if TYPE_CHECKING:
-    from mnemo.embed import Vectors
 
 FAMILY = [
     ("Emma is lactose intolerant", "Emma", "restriction", ["dietary", "health"]),  # the spec's example

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 import pytest
 
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.embed import Vectors
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.errors import Duplicate, EmbeddingError
 from mnemo.model import Context
 from mnemo.query import Filters
 from mnemo.service import MemoryService
-
-if TYPE_CHECKING:
-    from mnemo.embed import Vectors
 
 
 @pytest.fixture

@@ -15,18 +15,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
-from typing import TYPE_CHECKING
 
-from mnemo.embed import Embedder
+from mnemo.embed import Embedder, Vectors
 from mnemo.errors import EmbeddingError
 from mnemo.model import Status
 from mnemo.query import Filters
 from mnemo.storage import Storage
-
-if TYPE_CHECKING:
-    from mnemo.embed import Vectors
-    from mnemo.vector_index import VectorIndex
+from mnemo.vector_index import VectorIndex
 
 WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters per wanted result
 # Cosine from which two memories of one user count as the same memory in other words. Measured by
@@ -85,16 +80,8 @@ class Searcher:
     def __init__(self, storage: Storage, embedder: Embedder | None) -> None:
         self.storage = storage
         self.embedder = embedder
+        self.index = VectorIndex(embedder.dimension) if embedder is not None else None
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
-
-    @cached_property
-    def index(self) -> VectorIndex | None:
-        """The store's vectors in memory, made on first use: numpy loads with it, not with the service."""
-        if self.embedder is None:
-            return None
-        from mnemo.vector_index import VectorIndex
-
-        return VectorIndex(self.embedder.dimension)
 
     def vectors_state(self) -> str | None:
         """None when vectors can be used, else why not (for warnings and health)."""

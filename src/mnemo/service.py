@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mnemo import enrich, paths, ranking
 from mnemo.clock import Clock, SystemClock
-from mnemo.embed import Embedder
+from mnemo.embed import Embedder, Vectors
 from mnemo.errors import (
     Conflict,
     CorruptedData,
@@ -63,7 +63,6 @@ from mnemo.storage import Storage
 from mnemo.words import search_terms
 
 if TYPE_CHECKING:
-    from mnemo.embed import Vectors
     from mnemo.shared_space import SharedLimits, SharedSpace
 
 MAX_LIST_PAGE = 1_000  # list pages may be longer than recall's (spec 003 reads up to 1,000 entries)

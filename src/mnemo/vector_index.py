@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from mnemo.embed import Vectors
 from mnemo.storage import Storage
-
-if TYPE_CHECKING:
-    from mnemo.embed import Vectors
 
 READ_BATCH = 5_000
 EXACT_UP_TO = 20_000  # below this an exact scan is as fast as the sign-bit prefilter

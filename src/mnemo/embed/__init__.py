@@ -11,13 +11,12 @@ product is the cosine similarity. Failures raise ``mnemo.errors.EmbeddingError``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import Protocol
 
-if TYPE_CHECKING:  # a type only: numpy loads with the model, not with mnemo
-    import numpy as np
-    import numpy.typing as npt
+import numpy as np
+import numpy.typing as npt
 
-    Vectors: TypeAlias = npt.NDArray[np.float32]
+Vectors = npt.NDArray[np.float32]
 
 
 class Embedder(Protocol):

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mnemo.embed import Vectors
 from mnemo.words import words
-
-if TYPE_CHECKING:
-    from mnemo.embed import Vectors
 
 
 class FakeEmbedder:

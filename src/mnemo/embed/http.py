@@ -15,15 +15,13 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from mnemo import __version__
+from mnemo.embed import Vectors
 from mnemo.errors import EmbeddingError
-
-if TYPE_CHECKING:
-    from mnemo.embed import Vectors
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_BATCH_SIZE = 128  # texts per request; servers cap it (OpenAI at 2048, some far lower)

@@ -3,8 +3,8 @@
 ``mnemo setup`` (``mnemo.embed.model_files``) puts the tokenizer and the ONNX graphs in the model
 folder; this module only reads them. Building a ``LocalEmbedder`` is free: the tokenizer and the
 onnxruntime session load on first use, or when ``load()`` is called (say, by a server warming
-it on a background thread), once, under a lock. ``onnxruntime``, ``tokenizers`` and numpy are
-imported there too, so ``import mnemo`` stays fast.
+it on a background thread), once, under a lock. ``onnxruntime`` and ``tokenizers`` are imported
+there too, so ``import mnemo`` stays fast.
 
 Vectors match sentence-transformers' own to cosine ≥ 0.99999 (fp32); the int8 variant (8-bit
 weights) stays within cosine 0.994 of them and runs about 1.5 times as fast on short texts
@@ -17,8 +17,12 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal
 
+import numpy as np
+import numpy.typing as npt
+
+from mnemo.embed import Vectors
 from mnemo.embed.model_files import (
     DIMENSION,
     MAX_TOKENS,
@@ -32,19 +36,14 @@ from mnemo.embed.model_files import (
 from mnemo.errors import EmbeddingError
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
     import onnxruntime
     import tokenizers
-
-    from mnemo.embed import Vectors
-
-    TokenIds: TypeAlias = npt.NDArray[np.int64]
 
 DEFAULT_BATCH_SIZE = 64
 NOT_INSTALLED = "embedding model not installed; run `mnemo setup`"
 
 Choice = Literal["auto", "int8", "fp32"]
+TokenIds = npt.NDArray[np.int64]
 
 
 def default_threads() -> int:
@@ -82,8 +81,6 @@ def open_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
 
 def _pad(rows: Sequence[list[int]]) -> tuple[TokenIds, TokenIds]:
     """Token ids and attention mask, padded with id 0 to the longest row."""
-    import numpy as np
-
     width = max(len(row) for row in rows)
     ids = np.zeros((len(rows), width), dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -130,8 +127,6 @@ class OnnxSentenceModel:
         self._batch_size = batch_size
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        import numpy as np
-
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         if not texts:
             return out
@@ -142,8 +137,6 @@ class OnnxSentenceModel:
         return out
 
     def _run(self, ids: TokenIds, mask: TokenIds) -> Vectors:
-        import numpy as np
-
         try:
             (vectors,) = self._session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})
         except Exception as error:  # onnxruntime raises its own exception types; map them once, here
