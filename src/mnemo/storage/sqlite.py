@@ -470,16 +470,16 @@ class SQLiteStorage:
             ).fetchone()
         return None if row is None else row[0]
 
-    def rank_fields(self, memory_ids: Sequence[str]) -> dict[str, RankFields]:
-        if not memory_ids:
+    def rank_fields(self, keys: Sequence[int]) -> dict[int, RankFields]:
+        if not keys:
             return {}
         with self._read() as db:
             rows = db.execute(
-                "SELECT m.id, m.updated_at, m.importance, m.access_count FROM json_each(?) AS k"
-                " CROSS JOIN memories m ON m.id = k.value",
-                [json.dumps(list(memory_ids))],
+                "SELECT m.rowid, m.updated_at, m.importance, m.access_count FROM json_each(?) AS k"
+                " CROSS JOIN memories m ON m.rowid = k.value",
+                [json.dumps(list(keys))],
             ).fetchall()
-        return {mid: RankFields(from_iso(updated), importance, count) for mid, updated, importance, count in rows}
+        return {key: RankFields(from_iso(updated), importance, count) for key, updated, importance, count in rows}
 
     def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
         if not memory_ids:
