@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult
+
+from mnemo.server import WarmUpAfterHandshake
 
 TOOLS = {"store_memory", "recall_memories", "update_memory", "forget_memory", "list_memories", "get_memory_stats"}
 
@@ -99,3 +103,17 @@ async def test_mnemo_serve_answers_every_tool_over_stdio_and_logs_only_to_its_lo
     log_file = home / "logs" / "mnemo.log"
     assert log_file.is_file()
     assert "serving profile full" in log_file.read_text()
+
+
+async def test_the_model_starts_loading_with_the_first_message_after_initialize():
+    warmed = threading.Event()
+    service = SimpleNamespace(warm_up=warmed.set)
+    middleware = WarmUpAfterHandshake(service)  # type: ignore[arg-type]
+
+    async def call_next(ctx: object) -> None:
+        return None
+
+    await middleware(SimpleNamespace(method="initialize"), call_next)  # type: ignore[arg-type]
+    assert not warmed.wait(0.2)
+    await middleware(SimpleNamespace(method="notifications/initialized"), call_next)  # type: ignore[arg-type]
+    assert warmed.wait(10)

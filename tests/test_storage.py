@@ -362,3 +362,38 @@ def test_text_search_finds_the_true_best_match_when_the_best_hits_are_filtered_o
     assert [h.memory_id for h in hits] == [visible.id]
     with_attribute = Filters(now=service.clock.now(), categories=(visible.category or "custom",))
     assert [h.memory_id for h in service.storage.search_text(["zebra"], with_attribute, limit=1)] == [visible.id]
+
+
+def test_text_search_ranks_every_memory_with_a_rare_word_by_all_the_query_words(
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch
+):
+    for i in range(30):
+        service.store(f"tea time number {i} on the terrace")
+    for i in range(8):
+        service.store(f"coffee break number {i} in the kitchen")
+    both = service.store("Emma drinks her coffee black").memory
+    rare_only = service.store("Emma walks to work").memory
+    filters = Filters(now=service.clock.now())
+
+    # "coffee" is in more memories than are ranked for common words: of those, only the newest
+    # would be ranked, but every memory with "emma" is, with its score for both words.
+    monkeypatch.setattr(sqlite_backend, "RANKED_MATCHES", 4)
+    split = {h.memory_id: h.score for h in service.storage.search_text(["emma", "coffee"], filters, limit=2)}
+    monkeypatch.setattr(sqlite_backend, "RANKED_MATCHES", 1_000)
+    exact = {h.memory_id: h.score for h in service.storage.search_text(["emma", "coffee"], filters, limit=2)}
+
+    assert list(split) == list(exact) == [both.id, rare_only.id]
+    assert split == pytest.approx(exact)
+
+
+def test_text_search_ranks_only_the_newest_memories_with_words_that_most_memories_contain(
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(sqlite_backend, "RANKED_MATCHES", 4)
+    best_but_oldest = service.store("coffee coffee coffee").memory
+    newer = [service.store(f"coffee break number {i} in the kitchen").memory for i in range(6)]
+
+    hits = service.storage.search_text(["coffee"], Filters(now=service.clock.now()), limit=1)
+
+    assert [h.memory_id for h in hits] != [best_but_oldest.id]
+    assert {h.memory_id for h in hits} <= {m.id for m in newer[-4:]}

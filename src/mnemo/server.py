@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult
@@ -121,11 +122,29 @@ def _warm_up(service: MemoryService) -> None:
         log.error("store unusable: %s", exc.message)
 
 
+class WarmUpAfterHandshake:
+    """Middleware that starts loading the model with the first message after ``initialize``.
+
+    The model's imports and load hold the GIL for a few hundred milliseconds: started with the
+    server, they would delay the handshake a client waits on; a first tool call comes later.
+    """
+
+    def __init__(self, service: MemoryService) -> None:
+        self._service = service
+        self._started = False
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if not self._started and ctx.method != "initialize":
+            self._started = True
+            threading.Thread(target=_warm_up, args=(self._service,), name="mnemo-warm-up", daemon=True).start()
+        return await call_next(ctx)
+
+
 def serve(settings: Settings, profile: str | None = None, store: str | None = None) -> None:
     configure_logging(settings)
     server = build_server(settings, profile, store)
-    # The model loads off the event loop, so initialize and tools/list answer at once.
-    threading.Thread(target=_warm_up, args=(server.service,), name="mnemo-warm-up", daemon=True).start()
+    # The model loads off the event loop, once the handshake is answered.
+    server.middleware.append(WarmUpAfterHandshake(server.service))
     log.info("mnemo %s serving profile %s on stdio, store %s", __version__, server.profile.name, server.service.storage)
     try:
         server.run()

@@ -513,13 +513,13 @@ class MemoryService:
         relevant = [
             c for c in found.candidates if c.relevance >= min_relevance and (c.text > 0 or c.relevance >= MIN_RELEVANCE)
         ]
-        fields = self.storage.rank_fields([c.memory_id for c in relevant])
+        fields = self.storage.rank_fields([c.key for c in relevant])
         max_access = self.storage.max_access_count() if relevant else 0
         ranked = sorted(
             (
                 (c.memory_id, self._score(f, c.relevance, weights, decay, now, max_access))
                 for c in relevant
-                if (f := fields.get(c.memory_id)) is not None
+                if (f := fields.get(c.key)) is not None
             ),
             key=lambda pair: pair[1].combined,
             reverse=True,

@@ -40,6 +40,8 @@ from mnemo.storage.sqlite_schema import ENTRY_COUNTER, MIGRATIONS
 
 DB_FILENAME = "memory.db"
 TOP_FIRST_FACTOR = 3  # how many more best text hits than asked for are checked against filters
+RANKED_MATCHES = 1_000  # matches of a search's common words that are ranked, the newest (see _ranked_matches)
+_RANKED = "SELECT rowid, -bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?"
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
@@ -214,9 +216,48 @@ def _passing(db: sqlite3.Connection, keys: Sequence[int], where: str, params: li
     ).fetchall()
 
 
-def _match_expression(terms: Sequence[str]) -> str:
+def _any_of(terms: Sequence[str]) -> str:
     """An FTS5 query that matches any of the terms; each is quoted, so none is read as syntax."""
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def _ranked_matches(db: sqlite3.Connection, terms: Sequence[str], cap: int) -> tuple[str, list[Any]]:
+    """SQL (and its parameters) for the ``(rowid, score)`` of the matches a search ranks.
+
+    A score is the memory's BM25 against all the terms: a sum over the terms it contains. FTS5
+    scores every match of a query before it sorts, so an OR of words that each match a large
+    share of the store scores most of it (16 ms and more at 100,000 memories). Here the rarest
+    terms, while together they match at most ``cap`` memories, are the rare ones: every memory
+    that contains one is ranked, with its full score (a second query, rare AND common, adds the
+    common terms' share). Of the memories that contain only common terms, the newest ``cap``
+    are ranked. When no term is common, as in any store of up to ``cap`` memories, that is every
+    match, scored exactly as one OR query of the terms scores it.
+    """
+    counts = {term: _count_up_to(db, _any_of([term]), cap + 1) for term in terms}
+    rare: list[str] = []
+    for term in sorted(terms, key=counts.__getitem__):
+        if sum(counts[t] for t in rare) + counts[term] > cap:
+            break
+        rare.append(term)
+    common = [term for term in terms if term not in rare]
+    if not common:
+        return _RANKED, [_any_of(terms)]
+    newest = f"SELECT * FROM ({_RANKED} ORDER BY rowid DESC LIMIT ?)"
+    if not rare:
+        return newest, [_any_of(common), cap]
+    # A memory found by several of these keeps its best score: the one from the most terms.
+    return (
+        f"SELECT rowid, MAX(score) AS score FROM ({newest} UNION ALL {_RANKED} UNION ALL {_RANKED}) GROUP BY rowid",
+        [_any_of(common), cap, _any_of(rare), f"({_any_of(common)}) AND ({_any_of(rare)})"],
+    )
+
+
+def _count_up_to(db: sqlite3.Connection, expression: str, most: int) -> int:
+    """How many memories match, counted no further than ``most`` (so it costs at most that)."""
+    (count,) = db.execute(
+        "SELECT count(*) FROM (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)", [expression, most]
+    ).fetchone()
+    return int(count)
 
 
 class SQLiteStorage:
@@ -429,16 +470,16 @@ class SQLiteStorage:
             ).fetchone()
         return None if row is None else row[0]
 
-    def rank_fields(self, memory_ids: Sequence[str]) -> dict[str, RankFields]:
-        if not memory_ids:
+    def rank_fields(self, keys: Sequence[int]) -> dict[int, RankFields]:
+        if not keys:
             return {}
         with self._read() as db:
             rows = db.execute(
-                "SELECT m.id, m.updated_at, m.importance, m.access_count FROM json_each(?) AS k"
-                " CROSS JOIN memories m ON m.id = k.value",
-                [json.dumps(list(memory_ids))],
+                "SELECT m.rowid, m.updated_at, m.importance, m.access_count FROM json_each(?) AS k"
+                " CROSS JOIN memories m ON m.rowid = k.value",
+                [json.dumps(list(keys))],
             ).fetchall()
-        return {mid: RankFields(from_iso(updated), importance, count) for mid, updated, importance, count in rows}
+        return {key: RankFields(from_iso(updated), importance, count) for key, updated, importance, count in rows}
 
     def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
         if not memory_ids:
@@ -600,47 +641,50 @@ class SQLiteStorage:
 
     # -- finding -----------------------------------------------------------------------
     def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
-        """The best ``limit`` matches that pass the filters, best first.
+        """The best ``limit`` matches that pass the filters, best first (see ``_ranked_matches``).
 
-        Fast path, when only status and expiry filter: rank by BM25 inside FTS5 alone, then check
-        the filters on just the best ``TOP_FIRST_FACTOR * limit`` hits. Filters on attributes (a
-        user, tags, dates...) may reject most of those, so they, and a fast path that came up
-        short, join every match with its memory and filter.
+        Fast path, when only status and expiry filter: rank the matches alone, then check the
+        filters on just the best ``TOP_FIRST_FACTOR * limit``. Filters on attributes (a user,
+        tags, dates...) may reject most of those, so they, and a fast path that came up short,
+        join every ranked match with its memory and filter.
         """
         if not terms:
             return []
         where, params = _where(filters)
-        expression = _match_expression(terms)
         window = TOP_FIRST_FACTOR * limit
         with self._read() as db:
+            ranked, ranked_params = _ranked_matches(db, terms, max(RANKED_MATCHES, window))
             if not filters.selects_by_attribute:
-                hits = self._best_then_filter(db, expression, where, params, limit, window)
+                hits = self._best_then_filter(db, ranked, ranked_params, where, params, limit, window)
                 if hits is not None:
                     return hits
             rows = db.execute(
-                "SELECT m.id, m.rowid, -bm25(memories_fts) AS score FROM memories_fts"
-                " JOIN memories m ON m.rowid = memories_fts.rowid"
-                f" WHERE memories_fts MATCH ? AND {where} ORDER BY score DESC LIMIT ?",
-                [expression, *params, limit],
+                f"SELECT m.id, m.rowid, r.score FROM ({ranked}) AS r JOIN memories m ON m.rowid = r.rowid"
+                f" WHERE {where} ORDER BY r.score DESC LIMIT ?",
+                [*ranked_params, *params, limit],
             ).fetchall()
         return [TextHit(memory_id, key, score) for memory_id, key, score in rows]
 
     @staticmethod
     def _best_then_filter(
-        db: sqlite3.Connection, expression: str, where: str, params: list[Any], limit: int, window: int
+        db: sqlite3.Connection,
+        ranked: str,
+        ranked_params: list[Any],
+        where: str,
+        params: list[Any],
+        limit: int,
+        window: int,
     ) -> list[TextHit] | None:
-        """The top hits by BM25 that pass the filters, or None if too few of the best passed."""
+        """The top ranked matches that pass the filters, or None if too few of the best passed."""
         best = db.execute(
-            "SELECT rowid, -bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?"
-            " ORDER BY score DESC LIMIT ?",
-            [expression, window],
+            f"SELECT rowid, score FROM ({ranked}) ORDER BY score DESC LIMIT ?", [*ranked_params, window]
         ).fetchall()
         scores = dict(best)
         passing = _passing(db, list(scores), where, params)
         if len(passing) < limit and len(best) == window:
             return None
-        ranked = sorted(((scores[key], key, memory_id) for key, memory_id in passing), reverse=True)
-        return [TextHit(memory_id, key, score) for score, key, memory_id in ranked[:limit]]
+        ranked_hits = sorted(((scores[key], key, memory_id) for key, memory_id in passing), reverse=True)
+        return [TextHit(memory_id, key, score) for score, key, memory_id in ranked_hits[:limit]]
 
     def select(
         self, filters: Filters, sort: Sort, limit: int | None, offset: int = 0, after: Position | None = None
@@ -753,7 +797,7 @@ class SQLiteStorage:
             rows = db.execute(
                 f"SELECT rowid FROM memories WHERE rowid IN ({marks}) AND subject_key = ?"
                 f" UNION SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid IN ({marks})",
-                [*keys, subject, _match_expression([subject]), *keys],
+                [*keys, subject, _any_of([subject]), *keys],
             )
             return {key for (key,) in rows}
 
