@@ -2,7 +2,8 @@
 
 Each candidate gets a calibrated ``relevance`` in [0, 1]: a logistic function of its cosine
 similarity to the query without the names of the subjects it asks about (see focus.py), of its
-BM25 score relative to the query's best, and of whether it is about those subjects at all.
+BM25 score relative to the query's best, of whether it is about those subjects at all, and of
+whether it was made in the stretch of time the query names (see when.py).
 ``benchmarks/fit_relevance.py`` fits it on the dev sets; a relevance of 0.7 is meant to be read
 as "probably an answer".
 """
