@@ -57,3 +57,10 @@ def test_a_question_that_names_no_time_has_no_stretch(question: str):
 
 def test_an_impossible_date_names_no_day():
     assert stretch("What happened on 31 February 2023?", NOW) is None
+
+
+def test_last_friday_is_the_latest_friday_before_today():
+    sunday = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    assert stretch("What did we ship last Friday?", sunday) == (day(2026, 2, 27), day(2026, 2, 28))
+    friday = datetime(2026, 2, 27, 9, 0, tzinfo=UTC)
+    assert stretch("What did we ship last Friday?", friday) == (day(2026, 2, 20), day(2026, 2, 21))

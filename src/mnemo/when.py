@@ -1,6 +1,6 @@
 """The stretch of time a question is about, read from its words: "on 13 October 2023", "in July
-2023", "last summer", "a year ago". Recall counts whether a memory was made in that stretch (its
-created_at), since what someone said or did on a day is stored that day.
+2023", "last summer", "a year ago", "last Friday". Recall counts whether a memory was made in that
+stretch (its created_at), since what someone said or did on a day is stored that day.
 
 English only; a question with no such words has no stretch. Seasons are the northern ones.
 """
@@ -23,6 +23,10 @@ MONTHS = {
     for name in names
 }  # fmt: skip
 SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}  # first month of each
+WEEKDAYS = {
+    name: number
+    for number, name in enumerate(("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))
+}
 UNITS = {"day": timedelta(days=1), "week": timedelta(weeks=1), "month": timedelta(days=30), "year": timedelta(days=365)}
 NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10}
 
@@ -38,6 +42,7 @@ _LAST_OR_THIS = re.compile(
     rf"\b(last|this|past) (year|month|week|{'|'.join(SEASONS)}|{'|'.join(MONTHS)})\b", re.IGNORECASE
 )
 _DAY_WORD = re.compile(r"\b(yesterday|today)\b", re.IGNORECASE)
+_LAST_WEEKDAY = re.compile(rf"\blast ({'|'.join(WEEKDAYS)})\b", re.IGNORECASE)
 
 
 def _month_start(year: int, month: int) -> datetime:
@@ -86,9 +91,12 @@ def stretch(question: str, now: datetime) -> tuple[datetime, datetime] | None:
         return now - unit * (count + 0.5), now - unit * max(count - 0.5, 0)
     if match := _LAST_OR_THIS.search(question):
         return _last_or_this(match[1].lower(), match[2].lower(), now)
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if match := _DAY_WORD.search(question):
-        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        start = day - timedelta(days=1) if match[1].lower() == "yesterday" else day
+        start = today - timedelta(days=1) if match[1].lower() == "yesterday" else today
+        return start, start + timedelta(days=1)
+    if match := _LAST_WEEKDAY.search(question):  # the latest such day before today
+        start = today - timedelta(days=(today.weekday() - WEEKDAYS[match[1].lower()] - 1) % 7 + 1)
         return start, start + timedelta(days=1)
     if match := _YEAR_ALONE.search(question):
         year = int(match[1])
