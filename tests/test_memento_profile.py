@@ -7,7 +7,6 @@ here is by words (conftest's settings have no model); meaning is tested in test_
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -25,10 +24,10 @@ from mnemo.config import Settings
 from mnemo.model import MEMENTO_CATEGORIES, to_iso
 from mnemo.profiles.memento import MementoCategory, error_code
 from mnemo.server import ProfileServer, build_server
+from spec001 import SPEC_CODES, call, error
 
 CATEGORIES = ["preference", "restriction", "fact", "skill", "relationship", "goal", "history", "context"]
 FIVE_TOOLS = {"store_memory", "search_memories", "list_recent_memories", "update_memory", "get_memory_stats"}
-SPEC_CODES = {"MEMORY_NOT_FOUND", "INVALID_PARAMETER", "STORAGE_ERROR", "EMBEDDING_ERROR", "RATE_LIMIT"}
 MEMORY_FIELDS = {"id", "content", "subject", "category", "tags", "confidence", "created_at"}
 EXAMPLE = {
     "content": "Emma is lactose intolerant",
@@ -44,26 +43,6 @@ def server(settings: Settings, clock: ManualClock) -> Iterator[ProfileServer]:
     srv = build_server(settings, "memento", clock=clock)
     yield srv
     srv.service.storage.close()
-
-
-async def call(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:
-    """The tool's structured answer; fails the test on an error result."""
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content[0].text
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-async def error(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:
-    """The spec's error object of a call that must fail: {"error": {"code", "message"}}."""
-    result = await client.call_tool(tool, args)
-    assert result.is_error, result.structured_content
-    body = json.loads(result.content[0].text)
-    assert set(body) == {"error"}
-    assert {"code", "message"} <= set(body["error"]) <= {"code", "message", "details"}
-    assert body["error"]["code"] in SPEC_CODES
-    assert body["error"]["message"]
-    return body["error"]
 
 
 async def store(client: Client, content: str, subject: str = "Emma", category: str = "fact", **args: Any) -> str:

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
 
+from embedders import FlakyEmbedder
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
-from mnemo.embed import Vectors
-from mnemo.embed.fake import FakeEmbedder
 from mnemo.profiles import get_profile
 from mnemo.server import ProfileServer, build_server
+from spec001 import call, error
 
 FAMILY = [
     ("Emma is lactose intolerant", "Emma", "restriction", ["dietary", "health"]),  # the spec's example
@@ -36,20 +34,6 @@ FAMILY = [
 def closing_store(server: ProfileServer) -> Iterator[ProfileServer]:
     yield server
     server.service.storage.close()
-
-
-async def call(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content[0].text
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-async def failure(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    assert result.is_error
-    error: dict[str, Any] = json.loads(result.content[0].text)["error"]
-    return error
 
 
 # -- meaning, with the real model ----------------------------------------------------------
@@ -128,17 +112,6 @@ async def test_the_same_words_about_another_subject_are_a_new_memory(family_serv
 
 
 # -- a failing model -----------------------------------------------------------------------
-class FlakyEmbedder(FakeEmbedder):
-    """Fails while ``broken`` is set, like a model server that went away."""
-
-    broken = False
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        if self.broken:
-            raise RuntimeError("model server unreachable")
-        return super().embed_documents(texts)
-
-
 @pytest.fixture
 def embedder() -> FlakyEmbedder:
     return FlakyEmbedder()
@@ -155,13 +128,13 @@ async def test_a_failing_model_is_embedding_error_and_the_memory_is_still_stored
 ):
     async with Client(flaky_server, raise_exceptions=True) as client:
         embedder.broken = True
-        stored = await failure(client, "store_memory", content="Emma is lactose intolerant", subject="Emma",
+        stored = await error(client, "store_memory", content="Emma is lactose intolerant", subject="Emma",
                                category="restriction")  # fmt: skip
         assert stored["code"] == "EMBEDDING_ERROR"
         assert "stored" in stored["message"]
         [kept] = (await call(client, "list_recent_memories"))["memories"]
         assert stored["details"]["memory_ids"] == [kept["id"]]
-        assert (await failure(client, "search_memories", query="lactose"))["code"] == "EMBEDDING_ERROR"
+        assert (await error(client, "search_memories", query="lactose"))["code"] == "EMBEDDING_ERROR"
 
         embedder.broken = False
         assert flaky_server.service.embed_pending() == 1

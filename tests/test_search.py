@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 
+from embedders import FlakyEmbedder
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
@@ -23,17 +24,6 @@ def hybrid(settings: Settings, clock: ManualClock) -> Iterator[MemoryService]:
     svc = open_service(settings, clock=clock, embedder=FakeEmbedder())
     yield svc
     svc.storage.close()
-
-
-class FlakyEmbedder(FakeEmbedder):
-    """Fails while ``broken`` is set, like a model server that went away."""
-
-    broken = False
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        if self.broken:
-            raise RuntimeError("model server unreachable")
-        return super().embed_documents(texts)
 
 
 def test_storing_a_memory_stores_its_vector_and_stats_count_its_bytes(hybrid: MemoryService):
