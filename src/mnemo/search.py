@@ -14,8 +14,8 @@ import math
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 from mnemo.embed import Embedder, Vectors
 from mnemo.errors import EmbeddingError
@@ -120,7 +120,7 @@ class Searcher:
         text = {h.key: (h.memory_id, h.score / best_text if best_text > 0 else 0.0) for h in text_hits}
         period = stretch(query, filters.now)
         if embedding is None or self.index is None:
-            dated = self._made_in(list(text), period)
+            dated = self._made_in(list(text), filters, period)
             found = [
                 Candidate(mid, key, t, None, 0.0, w := float(key in dated), WORDS_ONLY.relevance(0.0, t, 0.0, w))
                 for key, (mid, t) in text.items()
@@ -135,7 +135,7 @@ class Searcher:
         ids.update(self.storage.keys_passing(missing, filters) if missing else {})
         cosines.update(self.index.similarity(vector, [k for k in text if k not in cosines]))
         elsewhere = self._elsewhere(list(ids), names)
-        dated = self._made_in(list(ids), period)
+        dated = self._made_in(list(ids), filters, period)
         found = []
         for key, memory_id in ids.items():
             t = text[key][1] if key in text else 0.0
@@ -145,8 +145,13 @@ class Searcher:
             found.append(Candidate(memory_id, key, t, cosine, away, when, HYBRID.relevance(cosine, t, away, when)))
         return Found(found, embedded=True)
 
-    def _made_in(self, keys: list[int], period: tuple[datetime, datetime] | None) -> set[int]:
-        return self.storage.keys_created_between(keys, *period) if period is not None else set()
+    def _made_in(self, keys: list[int], filters: Filters, period: tuple[datetime, datetime] | None) -> set[int]:
+        """Which of these candidates (which pass the filters) were created in the period [start, end)."""
+        if period is None:
+            return set()
+        start, end = period
+        dated = replace(filters, created_from=start, created_to=end - timedelta(microseconds=1))
+        return set(self.storage.keys_passing(keys, dated))
 
     def _elsewhere(self, keys: list[int], names: Sequence[str]) -> dict[int, float]:
         """For each memory, the share of the named subjects it is not about."""

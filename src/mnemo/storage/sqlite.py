@@ -801,18 +801,6 @@ class SQLiteStorage:
             )
             return {key for (key,) in rows}
 
-    def keys_created_between(self, keys: Sequence[int], start: datetime, end: datetime) -> set[int]:
-        """Which of these memories were created in [start, end)."""
-        if not keys:
-            return set()
-        marks = ",".join("?" * len(keys))
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT rowid FROM memories WHERE rowid IN ({marks}) AND created_at >= ? AND created_at < ?",
-                [*keys, to_iso(start), to_iso(end)],
-            )
-            return {key for (key,) in rows}
-
     def vector_bytes(self, filters: Filters | None = None) -> int:
         """Bytes of the vectors of the memories the filters keep (of every memory without filters)."""
         where, params = _where(filters) if filters is not None else ("1", [])
