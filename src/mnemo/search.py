@@ -72,7 +72,7 @@ class Candidate:
     text: float  # BM25 relative to the query's best text hit, 0 if the words did not match
     cosine: float | None  # to the query without the subjects' names; None when recall runs on words alone
     elsewhere: float  # the share of the subjects the query names that this memory is not about
-    when: float  # 1 if the memory was made in the stretch of time the query names (see when.py)
+    when: float  # 1 if the memory was made in the stretch of time the query names (see when.py); 0 on words alone
     relevance: float
 
 
@@ -110,23 +110,18 @@ class Searcher:
 
     def find(self, query: str, terms: Sequence[str], filters: Filters, pool: int) -> Found:
         problem = self.vectors_state()
-        names = sorted(self.storage.subjects_among(possible_names(query)))
-        # The model embeds the query on another thread while SQLite searches the words: both
-        # release the GIL, so the two costs overlap instead of adding up.
-        focused = without_names(query, names)
-        embedding = self._embedding.submit(self._embed_query, focused) if problem is None else None
-        text_hits = self.storage.search_text(terms, filters, pool)
-        best_text = max((h.score for h in text_hits), default=0.0)
-        text = {h.key: (h.memory_id, h.score / best_text if best_text > 0 else 0.0) for h in text_hits}
-        period = stretch(query, filters.now)
-        if embedding is None or self.index is None:
-            dated = self._made_in(list(text), filters, period)
+        if problem is not None or self.index is None:  # words alone: their calibration reads BM25 only
             found = [
-                Candidate(mid, key, t, None, 0.0, w := float(key in dated), WORDS_ONLY.relevance(0.0, t, 0.0, w))
-                for key, (mid, t) in text.items()
+                Candidate(mid, key, t, None, 0.0, 0.0, WORDS_ONLY.relevance(0.0, t, 0.0, 0.0))
+                for key, (mid, t) in self._text(terms, filters, pool).items()
             ]
             return Found(found, [problem] if problem else [])
 
+        names = sorted(self.storage.subjects_among(possible_names(query)))
+        # The model embeds the query on another thread while SQLite searches the words: both
+        # release the GIL, so the two costs overlap instead of adding up.
+        embedding = self._embedding.submit(self._embed_query, without_names(query, names))
+        text = self._text(terms, filters, pool)
         vector = embedding.result()
         self.index.refresh(self.storage)
         cosines = dict(self._nearest(vector, filters, pool))
@@ -135,7 +130,7 @@ class Searcher:
         ids.update(self.storage.keys_passing(missing, filters) if missing else {})
         cosines.update(self.index.similarity(vector, [k for k in text if k not in cosines]))
         elsewhere = self._elsewhere(list(ids), names)
-        dated = self._made_in(list(ids), filters, period)
+        dated = self._made_in(list(ids), filters, stretch(query, filters.now))
         found = []
         for key, memory_id in ids.items():
             t = text[key][1] if key in text else 0.0
@@ -144,6 +139,12 @@ class Searcher:
             when = float(key in dated)
             found.append(Candidate(memory_id, key, t, cosine, away, when, HYBRID.relevance(cosine, t, away, when)))
         return Found(found, embedded=True)
+
+    def _text(self, terms: Sequence[str], filters: Filters, pool: int) -> dict[int, tuple[str, float]]:
+        """The word matches by key: their id and BM25 relative to the best match's."""
+        hits = self.storage.search_text(terms, filters, pool)
+        best = max((h.score for h in hits), default=0.0)
+        return {h.key: (h.memory_id, h.score / best if best > 0 else 0.0) for h in hits}
 
     def _made_in(self, keys: list[int], filters: Filters, period: tuple[datetime, datetime] | None) -> set[int]:
         """Which of these candidates (which pass the filters) were created in the period [start, end)."""
