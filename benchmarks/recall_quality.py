@@ -241,7 +241,7 @@ def load_haystack(service: MemoryService, clock: ManualClock, memories: Sequence
             ids[item["id"]] = duplicate.existing_id
             detected = service.get(duplicate.existing_id).category
         if item.get("category"):
-            categories.append((item["category"], detected))
+            categories.append((item["category"], detected or "-"))
     seconds = time.perf_counter() - started
     newest = max((parse_time(m["created_at"]) for m in memories), default=clock.now())
     return Loaded(ids, categories, duplicates, seconds, newest)
