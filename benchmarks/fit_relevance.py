@@ -5,11 +5,13 @@
 For every query of the dev sets it collects the candidates hybrid search produces (cosine to the
 query without the names of the subjects it asks about, BM25 relative to the query's best, the
 share of those subjects the memory is not about, whether it was made in the time the query
-names) and whether each is a right answer. The fusion (the features' relative weights) is the one
-whose ranking gives the best R@5 over both sets; a class-balanced logistic regression on that
-fused score then gives scale and bias, so relevance reads as the probability of a right answer
-with answers and non-answers weighed equally. It also prints how many right answers clear 0.7 and
-how many `negative` queries return nothing above it. Paste the printed Calibration into src/mnemo/search.py.
+names) and whether each is a right answer. For each fusion of a grid (the features' relative
+weights), a class-balanced logistic regression on the fused score gives scale and bias, so
+relevance reads as the probability of a right answer with answers and non-answers weighed
+equally; relevance is that times search.OTHER_SUBJECT's doubt, and the fusion kept is the one whose
+ranking by relevance gives the best R@5 summed over both sets. It also prints how many right
+answers clear 0.7 and how many `negative` queries return nothing above it. Paste the printed
+Calibration into src/mnemo/search.py.
 """
 
 from __future__ import annotations
@@ -31,12 +33,12 @@ from mnemo.config import Settings
 from mnemo.model import subject_key
 from mnemo.query import Filters
 from mnemo.search import HYBRID, Calibration
+from mnemo.service import RECALL_POOL, SEARCH_MATCH
 from mnemo.words import search_terms
 from recall_quality import AFTER_NEWEST, CATEGORY_MAP, end_of_day, load_haystack, parse_time
 
 DEV = [Path(__file__).parents[2] / "shared" / "eval" / name for name in ("agent-memory-dev.json", "locomo-dev.json")]
 THRESHOLD = 0.7
-POOL = 200
 
 
 @dataclass
@@ -65,7 +67,7 @@ def collect(path: Path) -> list[Query]:
                     subject_key=subject_key(f["subject"]) if f.get("subject") else None,
                     categories=(CATEGORY_MAP.get(f["category"], f["category"]),) if f.get("category") else None,
                 )
-                found = service.searcher.find(q["query"], search_terms(q["query"]), filters, POOL)
+                found = service.searcher.find(q["query"], search_terms(q["query"]), filters, RECALL_POOL)
                 relevant = {loaded.ids[r] for r in q["relevant"]}
                 rows = [[c.cosine or 0.0, c.text, c.elsewhere, c.when] for c in found.candidates]
                 feats = np.array(rows, dtype=np.float64)
@@ -75,25 +77,32 @@ def collect(path: Path) -> list[Query]:
     return out
 
 
-def recall_at_5(queries: list[Query], direction: np.ndarray) -> float:
+def recall_at_5(queries: list[Query], calibration: Calibration) -> float:
     found = []
     for q in queries:
         if q.negative or not q.relevant:
             continue
-        top = np.argsort(-(q.features @ direction))[:5]
+        top = np.argsort(-calibration.relevance(q.features), kind="stable")[:5]
         found.append(q.labels[top].sum() / q.relevant)
     return float(np.mean(found))
 
 
-def best_direction(sets: list[list[Query]]) -> np.ndarray:
-    """The feature weights (cosine 1) whose ranking gives the best R@5, summed over the data sets."""
+def calibrated(queries: list[Query], direction: np.ndarray) -> Calibration:
+    bias, scale = fit_scale(queries, direction)
+    return Calibration(round(bias, 3), *(round(float(scale * w), 3) for w in direction))
+
+
+def best_fit(sets: list[list[Query]]) -> Calibration:
+    """The calibrated fusion (cosine 1) whose ranking gives the best R@5, summed over the data sets."""
+    queries = [q for queries in sets for q in queries]
     grid = [
         np.array([1.0, t, e, w])
-        for t in (0.0, 0.1, 0.2, 0.3, 0.4, 0.6)
-        for e in (0.0, -0.1, -0.2, -0.3, -0.5)
-        for w in (0.0, 0.05, 0.1, 0.2, 0.4)
+        for t in (0.0, 0.1, 0.2, 0.3, 0.4)
+        for e in (0.0, -0.05, -0.1, -0.2)
+        for w in (0.0, 0.1, 0.2, 0.3)
     ]
-    return max(grid, key=lambda d: sum(recall_at_5(queries, d) for queries in sets))
+    fits = [calibrated(queries, direction) for direction in grid]
+    return max(fits, key=lambda fit: sum(recall_at_5(queries, fit) for queries in sets))
 
 
 def fit_scale(queries: list[Query], direction: np.ndarray) -> tuple[float, float]:
@@ -115,7 +124,7 @@ def shares(queries: list[Query], calibration: Calibration) -> tuple[float, float
     """(answerable queries whose best right answer clears 0.7, negatives with nothing above it)."""
     kept, rejected, answerable, negatives = 0, 0, 0, 0
     for q in queries:
-        scores = [calibration.relevance(c, t, e, w) for c, t, e, w in q.features]
+        scores = calibration.relevance(q.features)
         if q.negative:
             negatives += 1
             rejected += max(scores, default=0.0) < THRESHOLD
@@ -125,28 +134,39 @@ def shares(queries: list[Query], calibration: Calibration) -> tuple[float, float
     return kept / max(answerable, 1), rejected / max(negatives, 1)
 
 
+def matches(queries: list[Query], calibration: Calibration, threshold: float) -> tuple[float, float]:
+    """(right answers with at least this relevance, mean candidates per query with at least it)."""
+    scores = [calibration.relevance(q.features) for q in queries]
+    found = sum(int((s[q.labels == 1] >= threshold).sum()) for s, q in zip(scores, queries, strict=True))
+    answers = sum(int(q.labels.sum()) for q in queries)
+    return found / max(answers, 1), float(np.mean([(s >= threshold).sum() for s in scores]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, nargs="*", default=DEV)
     args = parser.parse_args()
     sets = [collect(path) for path in args.data]
     queries = [q for queries in sets for q in queries]
-    direction = best_direction(sets)
-    bias, scale = fit_scale(queries, direction)
-    fitted = Calibration(round(bias, 3), *(round(float(scale * w), 3) for w in direction))
-    print(f"{len(queries)} queries, {sum(len(q.labels) for q in queries)} candidates; fused direction {direction}")
-    for name, queries_of_set in zip(args.data, sets, strict=True):
-        print(f"  {name.name}: R@5 of the fused ranking {recall_at_5(queries_of_set, direction):.3f}")
+    fitted = best_fit(sets)
+    print(f"{len(queries)} queries, {sum(len(q.labels) for q in queries)} candidates")
     for label, calibration in (("current", HYBRID), ("fitted", fitted)):
-        kept, rejected = shares(queries, calibration)
-        print(f"{label} {calibration}: answers kept at 0.7 {kept:.3f}, negatives rejected {rejected:.3f}")
+        print(f"{label} {calibration}")
+        for name, queries_of_set in zip(args.data, sets, strict=True):
+            kept, rejected = shares(queries_of_set, calibration)
+            found, matched = matches(queries_of_set, calibration, SEARCH_MATCH)
+            print(
+                f"  {name.name}: R@5 of the ranking by relevance {recall_at_5(queries_of_set, calibration):.3f};"
+                f" at 0.7 the right answer of {kept:.3f} of the queries, negatives rejected {rejected:.3f};"
+                f" at {SEARCH_MATCH} (a search's match) {found:.3f} of right answers, {matched:.1f} matches a query"
+            )
     # Without a model only the words' candidates exist, and only their BM25 speaks.
-    matched = [
-        Query(q.features[q.features[:, 1] > 0], q.labels[q.features[:, 1] > 0], q.negative, q.relevant) for q in queries
+    with_words = [
+        Query(q.features[q.features[:, 1] > 0] * [0, 1, 0, 0], q.labels[q.features[:, 1] > 0], q.negative, q.relevant)
+        for q in queries
     ]
-    bias, scale = fit_scale(matched, np.array([0.0, 1.0, 0.0, 0.0]))
-    words_only = Calibration(round(bias, 3), 0.0, round(scale, 3), 0.0, 0.0)
-    kept, rejected = shares(matched, words_only)
+    words_only = calibrated(with_words, np.array([0.0, 1.0, 0.0, 0.0]))
+    kept, rejected = shares(with_words, words_only)
     print(f"words only {words_only}: answers kept at 0.7 {kept:.3f}, negatives rejected {rejected:.3f}")
 
 

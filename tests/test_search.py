@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 
 from embedders import FlakyEmbedder
@@ -16,6 +17,7 @@ from mnemo.embed.fake import FakeEmbedder
 from mnemo.errors import Duplicate, EmbeddingError
 from mnemo.model import Context
 from mnemo.query import Filters
+from mnemo.search import HYBRID
 from mnemo.service import MemoryService
 
 
@@ -198,6 +200,16 @@ def test_memories_not_about_the_subject_a_query_names_count_as_elsewhere(hybrid:
     }
     unnamed = hybrid.searcher.find("blood type", ["blood", "type"], Filters(now=hybrid.clock.now()), 50)
     assert {c.elsewhere for c in unnamed.candidates} == {0.0}
+
+
+def test_a_memory_about_none_of_the_named_subjects_ranks_by_its_content_but_stays_below_0_7():
+    #                     cosine text elsewhere when
+    features = np.array([[0.9, 1.0, 1.0, 1.0],  # says what is asked, about someone else
+                         [0.1, 0.0, 0.0, 0.0],  # about the subject asked about, says nothing asked
+                         [0.9, 1.0, 0.0, 1.0],  # the answer
+                         [0.9, 1.0, 0.5, 1.0]])  # about one of two subjects asked about  # fmt: skip
+    other, unrelated, answer, half = HYBRID.relevance(features)
+    assert unrelated < other < 0.7 < half < answer
 
 
 def test_memories_made_in_the_time_a_query_names_are_marked_as_such(hybrid: MemoryService):
