@@ -102,6 +102,28 @@ def test_reopening_a_store_runs_none_of_its_migrations_again(tmp_path: Path, mon
     assert _user_version(folder / DB_FILENAME) == len(MIGRATIONS)
 
 
+def test_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_index_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: ManualClock
+):
+    folder = tmp_path / "store"
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS[:3])
+    old = SQLiteStorage(folder)
+    kept = MemoryService(old, clock).store("Emma is lactose intolerant", context=Context(user_id="u1")).memory
+    old.close()
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS)
+
+    upgraded = SQLiteStorage(folder)
+    try:
+        keys = upgraded.keys_matching(Filters(now=clock.now(), user_id="u1"))
+        assert upgraded.keys_passing(keys, Filters(now=clock.now())) == {keys[0]: kept.id}
+    finally:
+        upgraded.close()
+    where, params = sqlite_backend._where(Filters(now=clock.now(), user_id="u1"))
+    with _raw(folder / DB_FILENAME) as db:
+        plan = db.execute(f"EXPLAIN QUERY PLAN SELECT m.rowid FROM memories m WHERE {where}", params).fetchall()
+    assert "COVERING INDEX memories_user" in plan[0][-1]
+
+
 def test_a_store_from_a_newer_mnemo_is_refused_naming_both_schema_versions(tmp_path: Path):
     folder = tmp_path / "store"
     folder.mkdir()

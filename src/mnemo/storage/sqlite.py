@@ -411,9 +411,12 @@ class SQLiteStorage:
         """
         with self._write() as db:
             if unique_content:
-                # Checked inside the write transaction, so two processes cannot both store it.
+                # Checked inside the write transaction, so two processes cannot both store it. The
+                # index is named: without statistics SQLite may pick another one that matches more
+                # of the conditions (subject and status) and scan a whole store of unnamed subjects.
                 row = db.execute(
-                    "SELECT id FROM memories WHERE signature = ? AND user_id IS ? AND subject_key IS ?"
+                    "SELECT id FROM memories INDEXED BY memories_signature"
+                    " WHERE signature = ? AND user_id IS ? AND subject_key IS ?"
                     " AND status IN ('active', 'archived') AND (expires_at IS NULL OR expires_at > ?)"
                     " ORDER BY created_at LIMIT 1",
                     (memory.signature, memory.context.user_id, memory.subject_key, to_iso(change.at)),
