@@ -40,7 +40,7 @@ from mnemo.storage.sqlite_schema import ENTRY_COUNTER, MIGRATIONS
 
 DB_FILENAME = "memory.db"
 TOP_FIRST_FACTOR = 3  # how many more best text hits than asked for are checked against filters
-RANKED_MATCHES = 1_000  # matches of a search's common words that are ranked, the newest (see _ranked_matches)
+RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (see _ranked_matches)
 _RANKED = "SELECT rowid, -bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?"
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
