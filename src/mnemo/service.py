@@ -75,10 +75,9 @@ RECALL_POOL = 50
 # A search (spec 000's query) returns every match, not a top few: it examines more candidates.
 CANDIDATE_POOL = 200
 # Below this calibrated relevance a candidate that shares no word with the query is not a result
-# at all (a cosine under ~0.01). Unrelated sentences score up to ~0.12 with this model (relevance
-# ~0.08), but a floor there cut agent-memory-dev's R@10 from 0.91 to 0.90 (filtered queries: 1.00
-# to 0.69), and one at 0.05 (a cosine of 0.05) to 0.912 (filtered 0.875), so low-scored results
-# stay, shown with their relevance.
+# at all (a cosine under ~0.01). Unrelated sentences reach a cosine of ~0.12 with this model, but a
+# floor there cut agent-memory-dev's R@10 from 0.91 to 0.90 (filtered queries: 1.00 to 0.69), and
+# one at a cosine of 0.05 to 0.912 (0.875): low-scored results stay, shown with their relevance.
 MIN_RELEVANCE = 0.03
 # From this relevance a memory matches a query's search text (spec 000). On agent-memory-dev (400
 # memories, 150 questions) it keeps 78% of the right answers among ~10 matches a question
