@@ -160,9 +160,9 @@ def main() -> None:
                 f" at 0.7 the right answer of {kept:.3f} of the queries, negatives rejected {rejected:.3f};"
                 f" at {SEARCH_MATCH} (a search's match) {found:.3f} of right answers, {matched:.1f} matches a query"
             )
-    # Without a model only the words' candidates exist, and only their BM25 speaks.
+    # Without a model only the words' candidates exist: their BM25 speaks, and the named subjects.
     with_words = [
-        Query(q.features[q.features[:, 1] > 0] * [0, 1, 0, 0], q.labels[q.features[:, 1] > 0], q.negative, q.relevant)
+        Query(q.features[q.features[:, 1] > 0] * [0, 1, 1, 0], q.labels[q.features[:, 1] > 0], q.negative, q.relevant)
         for q in queries
     ]
     words_only = calibrated(with_words, np.array([0.0, 1.0, 0.0, 0.0]))

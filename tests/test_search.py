@@ -212,6 +212,26 @@ def test_a_memory_about_none_of_the_named_subjects_ranks_by_its_content_but_stay
     assert unrelated < other < 0.7 < half < answer
 
 
+def test_without_a_model_a_memory_about_none_of_the_named_subjects_stays_below_0_7(
+    settings: Settings, clock: ManualClock
+):
+    words_only = open_service(settings, clock=clock)  # the settings fixture configures no model
+    try:
+        words_only.store("Liam lives in Boston", subject="Liam")
+        users = words_only.store("User's blood type is O negative", subject="User").memory
+        found = words_only.searcher.find(
+            "What is Liam's blood type?", ["liam", "blood", "type"], Filters(now=clock.now()), 50
+        )
+        own = words_only.searcher.find("What is my blood type?", ["blood", "type"], Filters(now=clock.now()), 50)
+    finally:
+        words_only.storage.close()
+
+    about_someone_else = next(c for c in found.candidates if c.memory_id == users.id)
+    assert (about_someone_else.elsewhere, about_someone_else.cosine) == (1.0, None)
+    assert about_someone_else.relevance < 0.7
+    assert [c.relevance >= 0.7 for c in own.candidates if c.memory_id == users.id] == [True]
+
+
 def test_memories_made_in_the_time_a_query_names_are_marked_as_such(hybrid: MemoryService):
     clock = hybrid.clock
     assert isinstance(clock, ManualClock)

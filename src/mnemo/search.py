@@ -80,7 +80,7 @@ class Candidate:
     key: int
     text: float  # BM25 relative to the query's best text hit, 0 if the words did not match
     cosine: float | None  # to the query without the subjects' names; None when recall runs on words alone
-    elsewhere: float  # the share of the subjects the query names that this memory is not about
+    elsewhere: float  # the share of the subjects the query names that this memory is not about (see Calibration)
     when: float  # 1 if the memory was made in the stretch of time the query names (see when.py); 0 on words alone
     relevance: float
 
@@ -119,16 +119,19 @@ class Searcher:
 
     def find(self, query: str, terms: Sequence[str], filters: Filters, pool: int) -> Found:
         problem = self.vectors_state()
-        if problem is not None or self.index is None:  # words alone: their calibration reads BM25 only
+        names = sorted(self.storage.subjects_among(possible_names(query)))
+        if problem is not None or self.index is None:  # words alone: BM25 and the named subjects speak
             text = self._text(terms, filters, pool)
-            scores = WORDS_ONLY.relevance(np.array([[0.0, t, 0.0, 0.0] for _, t in text.values()]).reshape(-1, 4))
+            elsewhere = self._elsewhere(list(text), names)
+            features = np.array([[0.0, t, elsewhere.get(key, 0.0), 0.0] for key, (_, t) in text.items()]).reshape(-1, 4)
             found = [
-                Candidate(mid, key, t, None, 0.0, 0.0, float(r))
-                for (key, (mid, t)), r in zip(text.items(), scores, strict=True)
+                Candidate(mid, key, t, None, float(away), 0.0, float(r))
+                for (key, (mid, t)), (_, _, away, _), r in zip(
+                    text.items(), features, WORDS_ONLY.relevance(features), strict=True
+                )
             ]
             return Found(found, [problem] if problem else [])
 
-        names = sorted(self.storage.subjects_among(possible_names(query)))
         # The model embeds the query on another thread while SQLite searches the words: both
         # release the GIL, so the two costs overlap instead of adding up.
         embedding = self._embedding.submit(self._embed_query, without_names(query, names))
