@@ -39,6 +39,9 @@ NEAR_DUPLICATE = 0.95
 # product, not a weight in the sum, so such a memory still ranks above ones that say nothing
 # relevant (LoCoMo's questions with a wrong premise have the other speaker's turn as evidence),
 # yet it never clears the 0.7 that means "probably an answer" (agent-memory's unanswerable questions).
+# Refitted with it, agent-memory's rejected negatives went from 3 to 8 of 10, its R@5 from 0.839 to
+# 0.844, and LoCoMo's R@5 from 0.632 to 0.611. A weight in the sum strong enough for the negatives
+# cost LoCoMo 0.06.
 OTHER_SUBJECT = 0.7
 
 
