@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mcp import Client
 
+from mcp_calls import answer as call
 from mnemo.model import Memory
 from mnemo.service import MemoryService
 
@@ -43,15 +43,6 @@ STORE_EXAMPLE = {
 }
 QUERY_EXAMPLE = {"tags": ["python"], "importance": "high", "limit": 5, "sort_by": "accessed_at", "sort_order": "desc"}
 UNKNOWN_ID = "0b6f3c1e-8d2a-4f5b-9c7d-1e2f3a4b5c6d"  # a UUID4 no memory has
-
-
-async def call(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:
-    """The tool's answer: its structured content, or its error object parsed from the text."""
-    result = await client.call_tool(tool, args)
-    if result.is_error:
-        return json.loads(result.content[0].text)
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 async def ok(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:

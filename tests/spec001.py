@@ -1,4 +1,4 @@
-"""Calling the `memento` profile (spec 001) in tests: its answers and its errors."""
+"""The `memento` profile's (spec 001) error object in tests; its answers come from mcp_calls.structured."""
 
 from __future__ import annotations
 
@@ -8,14 +8,6 @@ from typing import Any
 from mcp import Client
 
 SPEC_CODES = {"MEMORY_NOT_FOUND", "INVALID_PARAMETER", "STORAGE_ERROR", "EMBEDDING_ERROR", "RATE_LIMIT"}
-
-
-async def call(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:
-    """The tool's structured answer; fails the test on an error result."""
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content[0].text
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 async def error(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:

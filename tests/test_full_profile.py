@@ -8,28 +8,19 @@ test_full_profile_behaviour.py.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from mcp import Client
 
+from mcp_calls import answer as call
 from spec004 import METRICS
 
 CATEGORIES = ["fact", "preference", "instruction", "context", "relationship", "skill", "goal", "event", "custom"]
 ACCESS_LEVELS = ["public", "private", "shared"]
 SIX_TOOLS = {"store_memory", "recall_memories", "update_memory", "forget_memory", "list_memories", "get_memory_stats"}
 ERROR_FIELDS = {"code", "message", "status", "details", "timestamp", "request_id"}
-
-
-async def call(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:
-    """The tool's answer: its structured content, or its error object parsed from the text."""
-    result = await client.call_tool(tool, args)
-    if result.is_error:
-        return json.loads(result.content[0].text)
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 async def store(client: Client, content: str, **args: Any) -> str:

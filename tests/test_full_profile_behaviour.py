@@ -1,29 +1,22 @@
 """What the `full` profile's six tools do (spec 004), through an in-memory MCP client.
 
-Time is a ManualClock at 2026-01-15T12:00Z (conftest), moved with ``clock.advance``. Recall is by
-words (FTS5 BM25) for now, so every memory a test means to recall shares a word with the query.
+Time is a ManualClock at 2026-01-15T12:00Z (conftest), moved with ``clock.advance``. The settings
+configure no model, so recall is by words (FTS5 BM25): every memory a test recalls shares a word
+with the query.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from mcp import Client
 
+from mcp_calls import structured as call
 from spec004 import METRICS
 
 EVERY_STATUS = {"status": ["active", "archived", "deleted"]}
-
-
-async def call(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:
-    """The tool's structured answer; fails the test on an error result."""
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, json.loads(result.content[0].text)
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 async def store(client: Client, content: str, **args: Any) -> str:

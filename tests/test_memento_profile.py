@@ -18,13 +18,14 @@ import pytest
 from mcp import Client
 
 from conftest import START
+from mcp_calls import structured as call
 from mnemo import errors
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.model import MEMENTO_CATEGORIES, to_iso
 from mnemo.profiles.memento import MementoCategory, error_code
 from mnemo.server import ProfileServer, build_server
-from spec001 import SPEC_CODES, call, error
+from spec001 import SPEC_CODES, error
 
 CATEGORIES = ["preference", "restriction", "fact", "skill", "relationship", "goal", "history", "context"]
 FIVE_TOOLS = {"store_memory", "search_memories", "list_recent_memories", "update_memory", "get_memory_stats"}

@@ -10,12 +10,13 @@ import pytest
 from mcp import Client
 
 from embedders import FlakyEmbedder
+from mcp_calls import structured as call
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.profiles import get_profile
 from mnemo.server import ProfileServer, build_server
-from spec001 import call, error
+from spec001 import error
 
 FAMILY = [
     ("Emma is lactose intolerant", "Emma", "restriction", ["dietary", "health"]),  # the spec's example

@@ -19,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
 from conftest import START
+from mcp_calls import structured as call
 from mnemo import registry
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
@@ -46,13 +47,6 @@ def server(settings: Settings, clock: ManualClock) -> Iterator[ProfileServer]:
     srv = build_server(settings, "stores", clock=clock)
     yield srv
     srv.close()
-
-
-async def call(client: Client, tool: str, /, **args: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 async def refused(client: Client, tool: str, /, code: int = INVALID_PARAMS, **args: Any) -> MCPError:
