@@ -20,13 +20,14 @@ from mnemo.config import Settings
 from mnemo.embed import Vectors
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.embed.local import LocalEmbedder
-from mnemo.enrich import CategoryDetector, auto_tags, detect_category, estimate_importance
+from mnemo.enrich import CategoryDetector, auto_tags, estimate_importance
 from mnemo.errors import EmbeddingError
 from mnemo.model import Category
 
 FACT, PREFERENCE, INSTRUCTION = Category.FACT, Category.PREFERENCE, Category.INSTRUCTION
 CONTEXT, RELATIONSHIP, SKILL = Category.CONTEXT, Category.RELATIONSHIP, Category.SKILL
 GOAL, EVENT, CUSTOM = Category.GOAL, Category.EVENT, Category.CUSTOM
+rules_alone = CategoryDetector(None).detect  # what a store without an embedding model gets
 
 # Memories whose words say their kind; the rules alone must place them, and the model must agree.
 CLEAR = [
@@ -70,41 +71,40 @@ UNCUED = [
 # -- rules alone -------------------------------------------------------------------------------
 @pytest.mark.parametrize(("expected", "text"), CLEAR)
 def test_the_rules_alone_place_a_memory_whose_words_say_its_kind(expected: Category, text: str):
-    assert detect_category(text) == expected
-    assert CategoryDetector(None).detect(text) == expected
+    assert rules_alone(text) == expected
 
 
 @pytest.mark.parametrize("text", RESTRICTIONS)
 def test_allergies_diets_and_limits_are_restrictions_filed_as_instructions(text: str):
     assert enrich.RESTRICTION_FILED_AS == INSTRUCTION
     assert max(enrich.rule_scores(text).items(), key=lambda item: item[1])[0] == enrich.RESTRICTION
-    assert detect_category(text) == INSTRUCTION
+    assert rules_alone(text) == INSTRUCTION
 
 
 def test_wanting_to_do_something_is_a_goal_but_wanting_a_thing_is_a_preference():
-    assert detect_category("Mira wants to run the Berlin marathon.") == GOAL
-    assert detect_category("Mira wants a standing desk.") == PREFERENCE
+    assert rules_alone("Mira wants to run the Berlin marathon.") == GOAL
+    assert rules_alone("Mira wants a standing desk.") == PREFERENCE
 
 
 def test_a_birthday_with_its_date_is_a_fact_and_a_dated_outing_is_an_event():
-    assert detect_category("Mira's birthday is 4 June.") == FACT
-    assert detect_category("Mira went to the Berlin zoo on 4 June 2024.") == EVENT
+    assert rules_alone("Mira's birthday is 4 June.") == FACT
+    assert rules_alone("Mira went to the Berlin zoo on 4 June 2024.") == EVENT
 
 
 def test_a_sentence_no_cue_claims_is_a_fact():
-    assert detect_category("The blue bike in the garage has a flat tyre.") == FACT
-    assert detect_category("The spare key is under the third flowerpot.") == FACT
+    assert rules_alone("The blue bike in the garage has a flat tyre.") == FACT
+    assert rules_alone("The spare key is under the third flowerpot.") == FACT
 
 
 @pytest.mark.parametrize("text", ["zxq", "42", "", "kubernetes helm charts", "lorem ipsum dolor sit amet"])
 def test_text_that_is_no_sentence_and_has_no_cue_is_custom(text: str):
-    assert detect_category(text) == CUSTOM
+    assert rules_alone(text) == CUSTOM
     assert CategoryDetector(FakeEmbedder()).detect(text, FakeEmbedder().embed_query(text or "x")) == CUSTOM
 
 
 def test_the_kind_of_a_long_memory_is_read_from_its_opening():
     opening = "The spare key is under the third flowerpot. "
-    assert detect_category(opening + "x " * enrich.RULE_CHARS + "Mira prefers tea.") == FACT
+    assert rules_alone(opening + "x " * enrich.RULE_CHARS + "Mira prefers tea.") == FACT
 
 
 # -- the prototype vote, mechanics (a fake model) ----------------------------------------------
@@ -175,7 +175,7 @@ def test_with_the_model_a_memory_whose_words_say_its_kind_keeps_it(detector: Cat
 
 def test_with_the_model_a_memory_without_cue_words_finds_its_kind(detector: CategoryDetector, model: LocalEmbedder):
     texts = [text for _, text in UNCUED]
-    assert [detect_category(text) for text in texts] == [FACT] * len(UNCUED)  # the rules alone miss them all
+    assert [rules_alone(text) for text in texts] == [FACT] * len(UNCUED)  # the rules alone miss them all
     assert _detect_all(detector, model, texts) == [category for category, _ in UNCUED]
 
 

@@ -174,7 +174,8 @@ def test_category_accuracy_counts_detected_categories_of_every_labelled_memory_d
     run = rq.evaluate(DATA, limit_haystacks=1)
     assert run.duplicates == 1
     labelled = [m for m in MEMORIES_1 if m.get("category")]
-    expected = [enrich.detect_category(m["content"]).value == rq.CATEGORY_MAP[m["category"]] for m in labelled]
+    rules_alone = enrich.CategoryDetector(None).detect
+    expected = [rules_alone(m["content"]).value == rq.CATEGORY_MAP[m["category"]] for m in labelled]
     report = rq.category_report(run.categories)
     assert report.labelled == len(labelled)
     assert report.accuracy == pytest.approx(sum(expected) / len(expected))

@@ -278,12 +278,6 @@ def _best(scores: Mapping[str, float]) -> tuple[str, float]:
     return kind, scores[kind]
 
 
-def detect_category(text: str) -> Category:
-    """The category from the cue rules alone (what a store without an embedding model gets)."""
-    kind, score = _best(rule_scores(text))
-    return filed_as(kind) if score > 0 else Category.CUSTOM
-
-
 # -- prototypes --------------------------------------------------------------------------------
 PROTOTYPE_WEIGHT = 0.75  # the prototype vote's scale (log-probabilities) against the rule weights
 FIT_STEPS = 500
