@@ -1,69 +1,115 @@
-"""Measure the cosine threshold for near-duplicate memories on the dev sets; prints a table.
+"""How often the near-duplicate check refuses a distinct fact, and how often it catches a rewrite.
 
-    python benchmarks/near_duplicates.py
+    python benchmarks/near_duplicates.py [--data DIR]
 
-Two sides: how close a memory's nearest *other* memory of the same user is (every memory in the
-dev sets is a distinct fact, so anything above the threshold is a false alarm; memories whose
-numbers differ are never compared, as in mnemo), and how close
-light rewrites of a memory (a prefix, lower case, a trailing aside, "User" → "The user") stay to
-the original (they should be caught). Needs `mnemo setup`.
+Three measurements, each printed as a table:
+
+1. ``benchmarks/fact_pairs.py``'s pairs, its dev set and its validation set apart: distinct facts
+   that differ in one slot (a false merge is one refused as a duplicate of the other) and light
+   rewrites of a fact (caught when refused). mnemo refuses a memory when its normalised text equals
+   a stored one's, or when its cosine reaches the threshold and ``same_fact.difference`` finds no
+   word that tells the two apart; the old rule (cosine and the same numbers) is shown beside it.
+2. The eval sets' memories (``--data``, the folder with agent-memory-dev.json and locomo-dev.json;
+   every memory there is a distinct fact): the share whose nearest other memory of the same user
+   would be refused.
+
+Needs `mnemo setup` (the local model).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from fact_pairs import DEV, VALIDATION, Pair, pairs
 from mnemo.embed.local import LocalEmbedder
-from mnemo.search import numbers_in
+from mnemo.model import normalise_text
+from mnemo.same_fact import difference
+from mnemo.search import NEAR_DUPLICATE
 
-EVAL = Path(__file__).parents[2] / "shared" / "eval"
-THRESHOLDS = (0.90, 0.92, 0.94, 0.95, 0.96, 0.98)
-
-
-def nearest_other(memories: list[dict]) -> np.ndarray:
-    embedder = LocalEmbedder()
-    vectors = embedder.embed_documents([m["content"] for m in memories])
-    similarity = vectors @ vectors.T
-    users = np.array([m.get("user_id") or "" for m in memories])
-    texts = np.array([m["content"].strip().casefold() for m in memories])
-    numbers = np.array([" ".join(numbers_in(m["content"])) for m in memories])
-    comparable = (users[:, None] == users[None, :]) & (texts[:, None] != texts[None, :])
-    comparable &= numbers[:, None] == numbers[None, :]  # mnemo never calls facts with other numbers twins
-    similarity[~comparable] = -1.0
-    best = similarity.max(axis=1)
-    return best[best > -1.0]
+THRESHOLDS = tuple(sorted({0.90, 0.92, 0.94, 0.95, 0.97, NEAR_DUPLICATE}))
+OLD_THRESHOLD = 0.95  # the rule before same_fact: this cosine and the same numbers
+DEFAULT_DATA = Path(__file__).parents[2] / "shared" / "eval"
 
 
-def rewrites(text: str) -> list[str]:
-    base = text.rstrip(".")
-    return [f"Note: {base}.", base.lower(), f"{base} (as mentioned before)", re.sub(r"\bUser\b", "The user", base)]
+def numbers_in(text: str) -> list[str]:
+    return sorted(re.findall(r"\d+(?:[.,:]\d+)*", text))
 
 
-def rewrite_similarity(memories: list[dict]) -> np.ndarray:
-    embedder = LocalEmbedder()
-    originals = embedder.embed_documents([m["content"] for m in memories])
-    out = [embedder.embed_documents(rewrites(m["content"])) @ originals[i] for i, m in enumerate(memories)]
-    return np.concatenate(out)
+def cosines(embedder: LocalEmbedder, items: list[Pair]) -> np.ndarray:
+    first = embedder.embed_documents([p.first for p in items])
+    second = embedder.embed_documents([p.second for p in items])
+    return np.einsum("ij,ij->i", first, second)
+
+
+def refused(pair: Pair, cosine: float, threshold: float, rule: str) -> bool:
+    if normalise_text(pair.first) == normalise_text(pair.second):
+        return True
+    if cosine < threshold:
+        return False
+    if rule == "old":
+        return numbers_in(pair.first) == numbers_in(pair.second)
+    return difference(pair.first, pair.second) is None
+
+
+def pair_table(title: str, items: list[Pair], cos: np.ndarray) -> None:
+    by_kind: dict[tuple[bool, str], list[int]] = defaultdict(list)
+    for i, pair in enumerate(items):
+        by_kind[(pair.distinct, pair.kind)].append(i)
+    columns = [(t, "new") for t in THRESHOLDS] + [(OLD_THRESHOLD, "old")]
+    header = " | ".join(f"{t:.2f}{' old rule' if rule == 'old' else ''}" for t, rule in columns)
+    print(f"\n### {title}\n\n| pairs | kind | n | cosine p50 / max | {header} |")
+    print("| --- | --- | ---: | ---: |" + " ---: |" * len(columns))
+    for distinct in (True, False):
+        label = "distinct: refused (false merges)" if distinct else "rewrites: caught"
+        kinds = sorted(k for d, k in by_kind if d is distinct)
+        for kind in [*kinds, "all"]:
+            idx = [i for k in kinds for i in by_kind[(distinct, k)]] if kind == "all" else by_kind[(distinct, kind)]
+            shares = [np.mean([refused(items[i], cos[i], t, rule) for i in idx]) for t, rule in columns]
+            cells = " | ".join(f"{s:.3f}" for s in shares)
+            spread = f"{np.median(cos[idx]):.3f} / {np.max(cos[idx]):.3f}"
+            print(f"| {label} | {kind} | {len(idx)} | {spread} | {cells} |")
+
+
+def eval_memories(data: Path, embedder: LocalEmbedder) -> None:
+    flagged: dict[float, int] = dict.fromkeys(THRESHOLDS, 0)
+    total = 0
+    for name in ("agent-memory-dev.json", "locomo-dev.json"):
+        for haystack in json.loads((data / name).read_text())["haystacks"]:
+            memories = [m["content"] for m in haystack["memories"]]
+            users = np.array([m.get("user_id") or "" for m in haystack["memories"]])
+            vectors = embedder.embed_documents(memories)
+            similarity = vectors @ vectors.T
+            np.fill_diagonal(similarity, -1.0)
+            similarity[users[:, None] != users[None, :]] = -1.0
+            total += len(memories)
+            for i, row in enumerate(similarity):
+                for t in THRESHOLDS:
+                    close = np.flatnonzero(row >= t)
+                    if any(difference(memories[i], memories[j]) is None for j in close):
+                        flagged[t] += 1
+    print(f"\n### The eval sets' {total:,} memories (all distinct facts): share refused as a near-duplicate\n")
+    print("| threshold | " + " | ".join(f"{t:.2f}" for t in THRESHOLDS) + " |")
+    print("| --- |" + " ---: |" * len(THRESHOLDS))
+    print("| refused | " + " | ".join(f"{flagged[t] / total:.4f}" for t in THRESHOLDS) + " |")
 
 
 def main() -> None:
-    distinct = []
-    for name in ("agent-memory-dev.json", "locomo-dev.json"):
-        for haystack in json.loads((EVAL / name).read_text())["haystacks"]:
-            distinct.append(nearest_other(haystack["memories"]))
-    others = np.concatenate(distinct)
-    agent = json.loads((EVAL / "agent-memory-dev.json").read_text())["haystacks"][0]["memories"]
-    rewritten = rewrite_similarity(agent)
-    print(f"{len(others):,} distinct memories; {len(rewritten):,} rewrites of {len(agent)} agent-memory memories")
-    print(f"nearest other memory, cosine p50 {np.median(others):.3f}, p99 {np.percentile(others, 99):.3f}")
-    print(f"rewrite to original, cosine p5 {np.percentile(rewritten, 5):.3f}, p50 {np.median(rewritten):.3f}\n")
-    print("| threshold | distinct memories flagged | rewrites caught |\n| ---: | ---: | ---: |")
-    for t in THRESHOLDS:
-        print(f"| {t:.2f} | {np.mean(others >= t):.4f} | {np.mean(rewritten >= t):.3f} |")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of the eval sets (JSON)")
+    args = parser.parse_args()
+    embedder = LocalEmbedder()
+    for title, templates in (("fact_pairs DEV", DEV), ("fact_pairs VALIDATION (never tuned on)", VALIDATION)):
+        items = pairs(templates)
+        pair_table(f"{title}: {len(items):,} pairs", items, cosines(embedder, items))
+    if args.data.is_dir():
+        eval_memories(args.data, embedder)
+    print(f"\nmnemo's setting: threshold {NEAR_DUPLICATE} with same_fact.difference.")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ as "probably an answer".
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -18,6 +17,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from mnemo import same_fact
 from mnemo.embed import Embedder, Vectors
 from mnemo.errors import EmbeddingError
 from mnemo.focus import possible_names, without_names
@@ -28,10 +28,12 @@ from mnemo.vector_index import VectorIndex
 from mnemo.when import stretch
 
 WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters per wanted result
-# Cosine from which two memories of one user count as the same memory in other words. Measured by
-# benchmarks/near_duplicates.py on the dev sets: light rewrites of a memory score 0.986 at the
-# median and 0.964 at the 5th percentile; 0.32% of distinct memories (4,385) have a neighbour this close.
-NEAR_DUPLICATE = 0.95
+# Cosine from which two memories of one user may be the same memory in other words, when
+# same_fact.difference finds no word that tells them apart. Chosen on benchmarks/fact_pairs.py's dev
+# pairs (benchmarks/near_duplicates.py): distinct facts that no rule separates reach 0.906 (a window
+# or an aisle seat), light rewrites 0.970 at the median; at 0.92 98% of the rewrites are caught.
+NEAR_DUPLICATE = 0.92
+NEAR_DUPLICATE_POOL = 10  # nearest memories examined: templated facts crowd a rewrite's neighbours
 
 
 # The most a memory about none of the subjects a question names can be an answer: "User's blood
@@ -93,10 +95,6 @@ class Found:
     candidates: list[Candidate]
     warnings: list[str] = field(default_factory=list)
     embedded: bool = False  # whether the query was embedded (meaning was used)
-
-
-def numbers_in(text: str) -> list[str]:
-    return sorted(re.findall(r"\d+(?:[.,:]\d+)*", text))
 
 
 class Searcher:
@@ -198,25 +196,26 @@ class Searcher:
     ) -> tuple[str, float] | None:
         """An active or archived memory of the same user and subject that says the same, with its cosine.
 
-        The model barely sees numbers ("task 12 done" and "task 13 done" score above 0.95), so a
-        memory whose numbers differ is a different fact, however close its vector.
+        The model barely sees the word that makes a new fact ("before August" and "before July"
+        score above 0.95), so a close memory counts only when same_fact finds no such word.
         """
         if self.index is None:
             return None
         self.index.refresh(self.storage)
-        close = [(key, cosine) for key, cosine in self.index.search(vector, 5) if cosine >= NEAR_DUPLICATE]
+        close = [
+            (key, cosine) for key, cosine in self.index.search(vector, NEAR_DUPLICATE_POOL) if cosine >= NEAR_DUPLICATE
+        ]
         if not close:
             return None
         filters = Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=False)
         passing = self.storage.keys_passing([key for key, _ in close], filters)
         found = {m.id: m for m in self.storage.get_many(list(passing.values()))}
-        numbers = numbers_in(content)
         for key, cosine in close:
             twin = found.get(passing.get(key, ""))
             if (
                 twin is not None
                 and (twin.context.user_id, twin.subject_key) == (user_id, subject_key)
-                and numbers_in(twin.content) == numbers
+                and same_fact.difference(twin.content, content) is None
             ):
                 return twin.id, cosine
         return None
