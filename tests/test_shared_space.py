@@ -23,7 +23,7 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.errors import InvalidInput
-from mnemo.model import Change, Status, new_id
+from mnemo.model import Status, new_id
 from mnemo.profiles import get_profile
 from mnemo.profiles.shared import CHARACTER_LIMIT
 from mnemo.server import ProfileServer, build_server
@@ -343,11 +343,16 @@ async def test_search_adds_entries_that_mean_the_query_after_the_literal_ones(se
 def test_m003_starts_the_entry_counter_after_numbers_already_given(tmp_path, monkeypatch, clock):
     folder = tmp_path / "store"
     monkeypatch.setattr("mnemo.storage.sqlite.MIGRATIONS", MIGRATIONS[:2])
-    old = SQLiteStorage(folder)
-    service = MemoryService(old, clock)
-    numbered = service.store("an entry numbered by an older mnemo").memory.evolve(entry_number=41, version=2)
-    old.save([(numbered, Change(new_id(), numbered.id, 2, "update", "test", clock.now()))])
-    old.close()
+    SQLiteStorage(folder).close()
+    with sqlite3.connect(folder / "memory.db") as db:  # a row as an older mnemo wrote it, before m003
+        db.execute(
+            "INSERT INTO memories (id, content, content_length, signature, word_signature, importance,"
+            " access_level, status, created_at, updated_at, accessed_at, version, agent_name, entry_number)"
+            " VALUES (?, 'an entry numbered by an older mnemo', 34, 'sig', 'words', 0.5, 'private', 'active',"
+            " '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', 1,"
+            " 'bot', 41)",
+            (new_id(),),
+        )
     monkeypatch.setattr("mnemo.storage.sqlite.MIGRATIONS", MIGRATIONS)
 
     upgraded = SQLiteStorage(folder)

@@ -107,13 +107,12 @@ def test_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_index_alone(
 ):
     folder = tmp_path / "store"
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS[:3])
-    old = SQLiteStorage(folder)
-    kept = MemoryService(old, clock).store("Emma is lactose intolerant", context=Context(user_id="u1")).memory
-    old.close()
+    SQLiteStorage(folder).close()  # a store made before m004
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS)
 
     upgraded = SQLiteStorage(folder)
     try:
+        kept = MemoryService(upgraded, clock).store("Emma is lactose intolerant", context=Context(user_id="u1")).memory
         keys = upgraded.keys_matching(Filters(now=clock.now(), user_id="u1"))
         assert upgraded.keys_passing(keys, Filters(now=clock.now())) == {keys[0]: kept.id}
     finally:

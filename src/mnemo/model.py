@@ -217,7 +217,10 @@ class Memory:
     owner: str | None = None
     expires_at: datetime | None = None
     status: Status = Status.ACTIVE
-    archive_tier: str | None = None
+    archive_tier: str | None = None  # where an archived memory's content is held (spec 004's tiers)
+    archive_id: str | None = None
+    archived_at: datetime | None = None
+    archive_file: str | None = None  # deep_archive: "<file name>:<sha256>" of the file holding its content
     forget_reason: str | None = None
     forget_details: str | None = None
     forgotten_at: datetime | None = None

@@ -13,6 +13,7 @@ import json
 import sqlite3
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -50,7 +51,8 @@ _COLUMNS = (
     " tags, auto_tags, importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id,"
     " session_id,"
     " access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details,"
-    " forgotten_at, recoverable_until, created_at, updated_at, accessed_at, access_count, version"
+    " forgotten_at, recoverable_until, created_at, updated_at, accessed_at, access_count, version,"
+    " content_packed, archive_id, archived_at, archive_file"
 )
 _COLUMN_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
 _SELECT = f"SELECT m.rowid, {', '.join('m.' + c for c in _COLUMN_NAMES)} FROM memories m"
@@ -98,14 +100,22 @@ def _dt(text: str | None) -> datetime | None:
 
 
 def _row_values(m: Memory) -> tuple[Any, ...]:
+    """The row of a memory. A glacier memory's content is kept compressed, a deep-archived one's not
+    at all (it is in its archive file); their length and signatures stay those of the content."""
+    content, packed = m.content, None
+    if m.archive_tier == "glacier":
+        content, packed = "", zlib.compress(m.content.encode("utf-8", "surrogatepass"), 9)
+    elif m.archive_tier == "deep_archive":
+        content = ""
     return (
-        m.id, m.path, m.content, m.content_length, m.signature, m.word_signature, m.type, m.category,
+        m.id, m.path, content, m.content_length, m.signature, m.word_signature, m.type, m.category,
         m.subject, m.subject_key, json.dumps(list(m.tags)), json.dumps(list(m.auto_tags)), m.importance,
         m.confidence, m.agent_name, m.entry_number, json.dumps(m.metadata), m.context.user_id,
         m.context.conversation_id, m.context.session_id,
         m.access_level.value, m.owner, _iso(m.expires_at), m.status.value, m.archive_tier,
         m.forget_reason, m.forget_details, _iso(m.forgotten_at), _iso(m.recoverable_until),
         to_iso(m.created_at), to_iso(m.updated_at), to_iso(m.accessed_at), m.access_count, m.version,
+        packed, m.archive_id, _iso(m.archived_at), m.archive_file,
     )  # fmt: skip
 
 
@@ -114,7 +124,10 @@ def _memory(row: sqlite3.Row | tuple[Any, ...], store: str, offset: int = 1) -> 
     (id_, path, content, _length, _signature, _word_signature, type_, category, subject, _subject_key, tags,
      auto_tags, importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,
      access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details, forgotten_at,
-     recoverable_until, created_at, updated_at, accessed_at, access_count, version) = tuple(row)[offset:]  # fmt: skip
+     recoverable_until, created_at, updated_at, accessed_at, access_count, version, content_packed, archive_id,
+     archived_at, archive_file) = tuple(row)[offset:]  # fmt: skip
+    if content_packed is not None:
+        content = zlib.decompress(content_packed).decode("utf-8", "surrogatepass")
     return Memory(
         id=id_, store=store, path=path, content=content, type=type_, category=category, subject=subject,
         tags=tuple(json.loads(tags)), auto_tags=tuple(json.loads(auto_tags)), importance=importance,
@@ -124,17 +137,20 @@ def _memory(row: sqlite3.Row | tuple[Any, ...], store: str, offset: int = 1) -> 
         forget_reason=forget_reason, forget_details=forget_details, forgotten_at=_dt(forgotten_at),
         recoverable_until=_dt(recoverable_until), created_at=from_iso(created_at),
         updated_at=from_iso(updated_at), accessed_at=from_iso(accessed_at),
-        access_count=access_count, version=version,
+        access_count=access_count, version=version, archive_id=archive_id, archived_at=_dt(archived_at),
+        archive_file=archive_file,
     )  # fmt: skip
 
 
 def _snapshot(memory: Memory) -> str:
-    return json.dumps(dict(zip(_COLUMN_NAMES, _row_values(memory), strict=True)))
+    """A memory's state as JSON, its content in the clear whatever its tier."""
+    values = dict(zip(_COLUMN_NAMES, _row_values(memory.evolve(archive_tier=None)), strict=True))
+    return json.dumps(values | {"archive_tier": memory.archive_tier})
 
 
 def _from_snapshot(text: str, store: str) -> Memory:
-    values = json.loads(text)
-    return _memory(tuple(values.values()), store, offset=0)
+    values = json.loads(text)  # a snapshot from before a column existed has no value for it
+    return _memory(tuple(values.get(column) for column in _COLUMN_NAMES), store, offset=0)
 
 
 def _where(f: Filters) -> tuple[str, list[Any]]:

@@ -213,9 +213,67 @@ def m004_expiry_in_user_index(db: sqlite3.Connection) -> None:
     )
 
 
+# Tiers whose content is out of the word and vector indexes (glacier: compressed in the row;
+# deep_archive: in an archive file). Every other memory is indexed, archived ones included.
+UNINDEXED_TIERS = ("glacier", "deep_archive")
+_INDEXED = "archive_tier IS NULL OR archive_tier NOT IN ('glacier', 'deep_archive')"
+
+
+def m005_archive_tiers(db: sqlite3.Connection) -> None:
+    """Spec 004's archive tiers: where an archived memory's content is held, and the word index without it.
+
+    ``content_packed`` holds a glacier memory's content compressed (``content`` is then empty);
+    ``archive_file`` names the archive file (and its checksum) holding a deep-archived memory's.
+    The word index now reads a view of the indexed memories, so its own integrity check agrees with
+    what it holds, and the triggers keep glacier and deep-archived memories out of it.
+    """
+    _run(
+        db,
+        f"""
+        ALTER TABLE memories ADD COLUMN content_packed BLOB;
+        ALTER TABLE memories ADD COLUMN archive_id TEXT;
+        ALTER TABLE memories ADD COLUMN archived_at TEXT;
+        ALTER TABLE memories ADD COLUMN archive_file TEXT;
+        CREATE UNIQUE INDEX memories_archive_id ON memories(archive_id) WHERE archive_id IS NOT NULL;
+        CREATE INDEX memories_archive_file ON memories(archive_file) WHERE archive_file IS NOT NULL;
+
+        DROP TRIGGER memories_fts_insert;
+        DROP TRIGGER memories_fts_delete;
+        DROP TRIGGER memories_fts_update;
+        DROP TABLE memories_fts;
+        CREATE VIEW memories_indexed AS
+            SELECT rowid AS rowid, content, tags, auto_tags FROM memories WHERE {_INDEXED};
+        CREATE VIRTUAL TABLE memories_fts USING fts5(
+            content, tags, auto_tags, content='memories_indexed', content_rowid='rowid',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
+        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN {_INDEXED.replace("archive_tier", "new.archive_tier")}
+        BEGIN
+            INSERT INTO memories_fts(rowid, content, tags, auto_tags)
+            VALUES (new.rowid, new.content, new.tags, new.auto_tags);
+        END;
+        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN {_INDEXED.replace("archive_tier", "old.archive_tier")}
+        BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags, auto_tags)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.auto_tags);
+        END;
+        CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags, auto_tags, archive_tier ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags, auto_tags)
+            SELECT 'delete', old.rowid, old.content, old.tags, old.auto_tags
+            WHERE {_INDEXED.replace("archive_tier", "old.archive_tier")};
+            INSERT INTO memories_fts(rowid, content, tags, auto_tags)
+            SELECT new.rowid, new.content, new.tags, new.auto_tags
+            WHERE {_INDEXED.replace("archive_tier", "new.archive_tier")};
+        END;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
     m003_shared_space,
     m004_expiry_in_user_index,
+    m005_archive_tiers,
 ]
