@@ -15,6 +15,7 @@ from mnemo.config import Settings
 from mnemo.embed import Embedder
 from mnemo.enrich import CategoryDetector
 from mnemo.errors import InvalidInput
+from mnemo.lifecycle.settings import LifecycleSettings, SynthesisEndpoint
 from mnemo.service import MemoryService
 from mnemo.shared_space import SharedLimits
 from mnemo.storage.sqlite import SQLiteStorage
@@ -49,6 +50,17 @@ def make_embedder(settings: Settings) -> Embedder | None:
             return LocalEmbedder(settings.model_dir, variant=settings.model_variant)
 
 
+def lifecycle_settings(settings: Settings, store: str) -> LifecycleSettings:
+    endpoint = None
+    if settings.synthesis_url and settings.synthesis_model:
+        endpoint = SynthesisEndpoint(
+            settings.synthesis_url, settings.synthesis_model, settings.synthesis_api_key, settings.synthesis_timeout_s
+        )
+    return LifecycleSettings(
+        settings.store_folder(store), settings.archive_quota_bytes, settings.archive_prices, endpoint
+    )
+
+
 def open_service(
     settings: Settings | None = None,
     store: str | None = None,
@@ -69,5 +81,6 @@ def open_service(
         recency_half_life_days=settings.recency_half_life_days,
         max_memories=settings.max_memories,
         shared_limits=SharedLimits(settings.shared_max_words, settings.shared_max_entries, settings.store_folder(name)),
+        lifecycle=lifecycle_settings(settings, name),
         actor=actor,
     )

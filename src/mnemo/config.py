@@ -66,6 +66,21 @@ class Settings(BaseSettings):
         1000, ge=1, description="Entries the shared space holds before the oldest are rotated into its archive."
     )
 
+    archive_quota_bytes: int | None = Field(
+        None, ge=0, description="Archived content (compressed bytes, glacier and deep_archive) a store may hold."
+    )
+    archive_prices: dict[str, float] = Field(
+        default_factory=dict,
+        description="USD per GB-month held in the live database or a tier, and per GB restored, as JSON, e.g. "
+        '{"active": 0.1, "cold": 0.01, "glacier": 0.004, "deep_archive": 0.001, "restore": 0.02}; 0 if unset.',
+    )
+    synthesis_url: str | None = Field(
+        None, description="Base URL of an OpenAI-compatible chat API for consolidation's ai_synthesis."
+    )
+    synthesis_model: str | None = Field(None, description="Model name sent to that chat API.")
+    synthesis_api_key: str | None = Field(None, description="Bearer key for that chat API, if it needs one.")
+    synthesis_timeout_s: float = Field(60.0, gt=0, description="How long a synthesis may take before it fails.")
+
     @property
     def registry_file(self) -> Path:
         """The store registry (spec 002): store names mapped to folders; see ``mnemo.registry``."""

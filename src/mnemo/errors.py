@@ -9,12 +9,19 @@ these, once each, into their spec's error shape. Storage adapters map driver err
     │   └── ScopeNotFound   SCOPE_NOT_FOUND     no memories carry that user or conversation id
     ├── Duplicate           DUPLICATE           the same content is already stored
     ├── Conflict            CONFLICT            the memory moved on since the caller read it
+    ├── AlreadyInState
+    │   ├── AlreadyArchived ALREADY_ARCHIVED    archiving a memory that is archived
+    │   └── AlreadyActive   ALREADY_ACTIVE      restoring a memory that is active
+    ├── Unprocessable       UNPROCESSABLE       well-formed, but not for these memories (criteria match nothing,
+    │                                           a damaged archive, no synthesis model although one was required)
+    ├── OperationFailed     OPERATION_FAILED    an operation failed midway and changed nothing (e.g. synthesis)
     ├── Locked              LOCKED              the store stayed busy past the lock timeout
     ├── TooComplex          QUERY_TOO_COMPLEX   a query with more filter values than allowed
     ├── QuotaExceeded       QUOTA_EXCEEDED      the store holds its configured maximum
     ├── EmbeddingError      EMBEDDING_ERROR     the embedding model failed or is not installed
     ├── CorruptedData       CORRUPTED_DATA      the store failed its integrity check
-    └── StorageError        STORAGE_ERROR       the store could not be read or written
+    ├── StorageError        STORAGE_ERROR       the store could not be read or written
+    └── QuotaExceeded ─ ArchiveQuotaExceeded  ARCHIVE_QUOTA_EXCEEDED  the archive holds its configured maximum
 """
 
 from __future__ import annotations
@@ -55,6 +62,26 @@ class Conflict(MnemoError):
     code = "CONFLICT"
 
 
+class AlreadyInState(MnemoError):
+    """The operation would move memories to the state they are in."""
+
+
+class AlreadyArchived(AlreadyInState):
+    code = "ALREADY_ARCHIVED"
+
+
+class AlreadyActive(AlreadyInState):
+    code = "ALREADY_ACTIVE"
+
+
+class Unprocessable(MnemoError):
+    code = "UNPROCESSABLE"
+
+
+class OperationFailed(MnemoError):
+    code = "OPERATION_FAILED"
+
+
 class Locked(MnemoError):
     code = "LOCKED"
 
@@ -65,6 +92,10 @@ class TooComplex(MnemoError):
 
 class QuotaExceeded(MnemoError):
     code = "QUOTA_EXCEEDED"
+
+
+class ArchiveQuotaExceeded(QuotaExceeded):
+    code = "ARCHIVE_QUOTA_EXCEEDED"
 
 
 class EmbeddingError(MnemoError):

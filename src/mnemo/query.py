@@ -63,7 +63,10 @@ class Filters:
     created_to: datetime | None = None
     importance_min: float | None = None
     importance_max: float | None = None
+    importance_below: float | None = None  # strictly below (spec 004's auto-archive "low_importance")
     importance_bands: tuple[str, ...] | None = None  # high / medium / low (model.importance_band)
+    accessed_before: datetime | None = None
+    archive_ids: tuple[str, ...] | None = None
     contains: TextMatch | None = None
     include_expired: bool = False
 

@@ -30,6 +30,7 @@ from mnemo.errors import (
     QuotaExceeded,
     TooComplex,
 )
+from mnemo.lifecycle.settings import LifecycleSettings
 from mnemo.model import (
     DEFAULT_RETENTION_DAYS,
     MAX_CATEGORY_CHARS,
@@ -235,10 +236,12 @@ class MemoryService:
         recency_half_life_days: float = 30.0,
         max_memories: int | None = None,
         shared_limits: SharedLimits | None = None,
+        lifecycle: LifecycleSettings | None = None,
         actor: str = "mnemo",
     ) -> None:
         self.storage = storage
         self.shared_limits = shared_limits
+        self.lifecycle = lifecycle or LifecycleSettings()  # what mnemo.lifecycle's operations are set up with
         self.clock = clock or SystemClock()
         self.recency_half_life_days = recency_half_life_days
         self.max_memories = max_memories
@@ -259,7 +262,7 @@ class MemoryService:
 
         return SharedSpace(self, self.shared_limits or SharedLimits())
 
-    def _change(self, memory: Memory, action: str, actor: str | None, reason: str | None = None,
+    def change(self, memory: Memory, action: str, actor: str | None, reason: str | None = None,
                 previous: Memory | None = None) -> Change:  # fmt: skip
         return Change(
             id=new_id(),
@@ -361,7 +364,7 @@ class MemoryService:
             if vector is not None and unique:
                 self._refuse_near_duplicate(memory, vector)
             memory = self.storage.insert(
-                memory, self._change(memory, "create", actor), related, unique_content=unique,
+                memory, self.change(memory, "create", actor), related, unique_content=unique,
                 numbered=agent_name is not None,
             )  # fmt: skip
         except Duplicate as duplicate:
@@ -633,7 +636,7 @@ class MemoryService:
                 return UpdateResult(current, [], None)
             now = self.clock.now()
             updated = current.evolve(**changed, version=current.version + 1, updated_at=now)
-            change = self._change(updated, "update", actor, reason, previous=current)
+            change = self.change(updated, "update", actor, reason, previous=current)
             try:
                 self.storage.save([(updated, change)])
             except Conflict:
@@ -708,7 +711,7 @@ class MemoryService:
         why = _reason_text(reason, reason_details)
 
         if hard_delete:
-            changes = [self._change(m.evolve(version=m.version + 1), "hard_delete", actor, why) for m in targets]
+            changes = [self.change(m.evolve(version=m.version + 1), "hard_delete", actor, why) for m in targets]
             self.storage.purge([m.id for m in targets], changes)
             return ForgetResult(memory_id, "hard", now, None, len(targets) - 1, None)
 
@@ -739,7 +742,7 @@ class MemoryService:
                 version=memory.version + 1,
                 updated_at=now,
             )
-            saved.append((forgotten, self._change(forgotten, "forget", actor, why, previous=memory)))
+            saved.append((forgotten, self.change(forgotten, "forget", actor, why, previous=memory)))
             backups.append(Backup(new_id(), memory, now, until))
         self.storage.save(saved, backups)
         return until, backups

@@ -84,6 +84,15 @@ class VectorIndex:
             self._row_of[keys[i]] = start + offset
         self._size = needed
 
+    def discard(self, keys: Sequence[int]) -> None:
+        """Forget these keys' vectors (their rows stay, zeroed: they no longer match anything)."""
+        with self._lock:
+            for key in keys:
+                row = self._row_of.pop(key, None)
+                if row is not None:
+                    self._matrix[row] = 0.0
+                    self._keys[row] = -1
+
     def search(self, query: Vectors, k: int, among: Sequence[int] | None = None) -> list[tuple[int, float]]:
         """The k keys most similar to the query (cosine, best first), optionally only ``among`` keys."""
         with self._lock:

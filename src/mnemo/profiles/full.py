@@ -28,7 +28,7 @@ from mnemo.model import (
     new_id,
     to_iso,
 )
-from mnemo.profiles import Omitted, Profile, hints, run
+from mnemo.profiles import Omitted, Profile, full_lifecycle, hints, run
 from mnemo.query import DateRange, Sort, SortField
 from mnemo.service import UNSET, MemoryService, MemoryStats, TagEdit
 from mnemo.stats import METRICS
@@ -308,6 +308,11 @@ _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
     (errors.NotFound, "MEMORY_NOT_FOUND", 404),
     (errors.Duplicate, "DUPLICATE_MEMORY", 409),
     (errors.Conflict, "CONCURRENT_MODIFICATION", 409),
+    (errors.AlreadyArchived, "ALREADY_ARCHIVED", 409),
+    (errors.AlreadyActive, "ALREADY_ACTIVE", 409),
+    (errors.Unprocessable, "UNPROCESSABLE", 422),
+    (errors.OperationFailed, "OPERATION_FAILED", 500),
+    (errors.ArchiveQuotaExceeded, "ARCHIVE_QUOTA_EXCEEDED", 507),
     (errors.TooComplex, "QUERY_TOO_COMPLEX", 413),
     (errors.Locked, "MEMORY_LOCKED", 423),
     (errors.QuotaExceeded, "STORAGE_QUOTA_EXCEEDED", 507),
@@ -339,6 +344,11 @@ def error_result(error: errors.MnemoError, now: datetime) -> CallToolResult:
 
 # -- tools ---------------------------------------------------------------------------------
 def register(server: MCPServer, service: MemoryService) -> None:
+    _register_core(server, service)
+    full_lifecycle.register(server, service)
+
+
+def _register_core(server: MCPServer, service: MemoryService) -> None:
     @server.tool(annotations=hints("Store memory", read_only=False, destructive=False, idempotent=False))
     async def store_memory(
         content: Annotated[

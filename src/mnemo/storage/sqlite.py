@@ -198,6 +198,14 @@ def _where(f: Filters) -> tuple[str, list[Any]]:
     if f.importance_max is not None:
         clauses.append("m.importance <= ?")
         params.append(f.importance_max)
+    if f.importance_below is not None:
+        clauses.append("m.importance < ?")
+        params.append(f.importance_below)
+    if f.accessed_before is not None:
+        clauses.append("m.accessed_at < ?")
+        params.append(to_iso(f.accessed_before))
+    if f.archive_ids is not None:
+        among("m.archive_id", f.archive_ids)
     if f.importance_bands is not None:
         among(_GROUP_EXPR[GroupKey.IMPORTANCE_BAND][0], f.importance_bands)
     if f.contains is not None:
@@ -749,6 +757,32 @@ class SQLiteStorage:
         with self._read() as db:
             row = db.execute("SELECT value FROM settings WHERE key = 'vector_model'").fetchone()
         return None if row is None else row[0]
+
+    def drop_vectors(self, memory_ids: Sequence[str]) -> None:
+        marks = ", ".join("?" * len(memory_ids))
+        with self._write() as db:
+            db.execute(
+                f"DELETE FROM vectors WHERE memory_rowid IN (SELECT rowid FROM memories WHERE id IN ({marks}))",
+                list(memory_ids),
+            )
+
+    def read_setting(self, key: str) -> str | None:
+        with self._read() as db:
+            row = db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def write_setting(self, key: str, value: str) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
+
+    def packed_bytes(self) -> int:
+        with self._read() as db:
+            return int(db.execute("SELECT COALESCE(SUM(length(content_packed)), 0) FROM memories").fetchone()[0])
+
+    def archive_files_in_use(self) -> set[str]:
+        with self._read() as db:
+            rows = db.execute("SELECT DISTINCT archive_file FROM memories WHERE archive_file IS NOT NULL")
+            return {row[0] for row in rows}
 
     def reset_vectors(self, model: str) -> None:
         """Forget every vector and record which model the next ones come from."""

@@ -213,10 +213,9 @@ def m004_expiry_in_user_index(db: sqlite3.Connection) -> None:
     )
 
 
-# Tiers whose content is out of the word and vector indexes (glacier: compressed in the row;
-# deep_archive: in an archive file). Every other memory is indexed, archived ones included.
-UNINDEXED_TIERS = ("glacier", "deep_archive")
-_INDEXED = "archive_tier IS NULL OR archive_tier NOT IN ('glacier', 'deep_archive')"
+# Memories the word index holds: all but those whose content is compressed in the row (glacier)
+# or held in an archive file (deep_archive); other archived memories included.
+_INDEXED = "{row}.archive_tier IS NULL OR {row}.archive_tier NOT IN ('glacier', 'deep_archive')"
 
 
 def m005_archive_tiers(db: sqlite3.Connection) -> None:
@@ -227,6 +226,7 @@ def m005_archive_tiers(db: sqlite3.Connection) -> None:
     The word index now reads a view of the indexed memories, so its own integrity check agrees with
     what it holds, and the triggers keep glacier and deep-archived memories out of it.
     """
+    old_indexed, new_indexed = _INDEXED.format(row="old"), _INDEXED.format(row="new")
     _run(
         db,
         f"""
@@ -242,18 +242,18 @@ def m005_archive_tiers(db: sqlite3.Connection) -> None:
         DROP TRIGGER memories_fts_update;
         DROP TABLE memories_fts;
         CREATE VIEW memories_indexed AS
-            SELECT rowid AS rowid, content, tags, auto_tags FROM memories WHERE {_INDEXED};
+            SELECT rowid AS rowid, content, tags, auto_tags FROM memories m WHERE {_INDEXED.format(row="m")};
         CREATE VIRTUAL TABLE memories_fts USING fts5(
             content, tags, auto_tags, content='memories_indexed', content_rowid='rowid',
             tokenize='porter unicode61 remove_diacritics 2'
         );
         INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
-        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN {_INDEXED.replace("archive_tier", "new.archive_tier")}
+        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN {new_indexed}
         BEGIN
             INSERT INTO memories_fts(rowid, content, tags, auto_tags)
             VALUES (new.rowid, new.content, new.tags, new.auto_tags);
         END;
-        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN {_INDEXED.replace("archive_tier", "old.archive_tier")}
+        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN {old_indexed}
         BEGIN
             INSERT INTO memories_fts(memories_fts, rowid, content, tags, auto_tags)
             VALUES ('delete', old.rowid, old.content, old.tags, old.auto_tags);
@@ -261,10 +261,10 @@ def m005_archive_tiers(db: sqlite3.Connection) -> None:
         CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags, auto_tags, archive_tier ON memories BEGIN
             INSERT INTO memories_fts(memories_fts, rowid, content, tags, auto_tags)
             SELECT 'delete', old.rowid, old.content, old.tags, old.auto_tags
-            WHERE {_INDEXED.replace("archive_tier", "old.archive_tier")};
+            WHERE {old_indexed};
             INSERT INTO memories_fts(rowid, content, tags, auto_tags)
             SELECT new.rowid, new.content, new.tags, new.auto_tags
-            WHERE {_INDEXED.replace("archive_tier", "new.archive_tier")};
+            WHERE {new_indexed};
         END;
         """,
     )
