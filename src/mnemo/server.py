@@ -122,9 +122,15 @@ def configure_logging(settings: Settings) -> None:
     root.setLevel(settings.log_level.upper())
 
 
+DAILY_BACKUP_S = 24 * 3600
+
+
 def _warm_up(service: MemoryService) -> None:
     try:
         service.warm_up()
+        # Then a copy of the store as it is at start, once a day at most, if it checks whole.
+        if backup := service.storage.back_up("at-start", min_interval_s=DAILY_BACKUP_S):
+            log.info("backed up store %s to %s", service.storage.name, backup)
     except EmbeddingError as exc:
         log.warning("embedding model unavailable, recall uses words only: %s", exc.message)
     except MnemoError as exc:  # e.g. a damaged store: the server still answers, each call with the error
