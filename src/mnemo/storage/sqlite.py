@@ -292,6 +292,8 @@ class SQLiteStorage:
         if empty is not None:
             raise CorruptedData(f"store {self.name!r} is damaged: {empty}", store=self.name)
         existed = self.path.is_file()
+        with self._translated():
+            sqlite_files.create(self.path)
         db = self._connection()
         with self._translated():
             (version,) = db.execute("PRAGMA user_version").fetchone()

@@ -17,6 +17,7 @@ import re
 import sqlite3
 import tempfile
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -44,6 +45,31 @@ def empty_file_problem(path: Path) -> str | None:
     if path.is_file() and path.stat().st_size == 0 and not (wal.is_file() and wal.stat().st_size > 0):
         return "its database file is empty (0 bytes); a new store has no file at all"
     return None
+
+
+def create(path: Path) -> None:
+    """Make a new, empty WAL database at ``path`` unless one is there, in one step: it is built
+    under another name and linked into place, so no process ever sees a 0-byte ``memory.db`` of
+    ours being born and an empty file can only be damage."""
+    if path.exists():
+        return
+    try:
+        handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.new-")
+    except OSError as exc:
+        raise StorageError(f"could not create the store's database: {reason_of(exc)}") from exc
+    os.close(handle)
+    try:
+        db = sqlite3.connect(partial, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # writes the header page
+        finally:
+            db.close()
+        with suppress(FileExistsError):  # another process made it first: theirs is as good
+            os.link(partial, path)
+    finally:
+        for leftover in (partial, partial + "-wal", partial + "-shm"):
+            with suppress(FileNotFoundError):
+                os.unlink(leftover)
 
 
 @cache
