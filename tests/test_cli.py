@@ -224,6 +224,8 @@ def test_a_bad_setting_is_a_one_line_error(mnemo: Invoke, monkeypatch: pytest.Mo
 
 
 def test_store_option_keeps_stores_apart_on_the_group_or_the_command(mnemo: Invoke) -> None:
+    assert mnemo("stores", "add", "work").exit_code == 0
+    assert mnemo("stores", "add", "home").exit_code == 0
     as_json(mnemo("--store", "work", "add", "Deploys happen on Tuesdays", "--json"))
     as_json(mnemo("add", "Emma is lactose intolerant", "--store", "home", "--json"))
 

@@ -23,7 +23,7 @@ from mnemo.query import Filters
 from mnemo.service import MemoryService
 from mnemo.storage.sqlite_schema import MIGRATIONS
 
-STORE = "shared"
+STORE = "default"
 PROCESSES = 4
 MEMORIES_PER_PROCESS = 50
 UPDATES_PER_REVISED_MEMORY = 3

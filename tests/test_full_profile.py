@@ -15,14 +15,10 @@ import pytest
 from mcp import Client
 
 from mcp_calls import answer as call
-from spec004 import METRICS, error_of, store
+from spec004 import METRICS, SERVED_TOOLS, error_of, store
 
 CATEGORIES = ["fact", "preference", "instruction", "context", "relationship", "skill", "goal", "event", "custom"]
 ACCESS_LEVELS = ["public", "private", "shared"]
-SERVED_TOOLS = {
-    "store_memory", "recall_memories", "update_memory", "forget_memory", "list_memories", "get_memory_stats",
-    "archive_memory", "restore_memory",
-}  # fmt: skip
 
 
 # -- tools/list ----------------------------------------------------------------------------

@@ -12,12 +12,13 @@ from typing import Any
 
 from mcp import Client
 
+import spec004
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.server import build_server
 
 TOOLS = {
-    "full": {"store_memory", "recall_memories", "update_memory", "forget_memory", "list_memories", "get_memory_stats"},
+    "full": spec004.SERVED_TOOLS,
     "agent": {"store_memory", "query_memories", "update_memory", "delete_memory", "get_memory_stats"},
     "memento": {"store_memory", "search_memories", "list_recent_memories", "update_memory", "get_memory_stats"},
     "stores": {"add_memory", "get_memory", "update_memory", "remove_memory", "move_memory", "list_memories",

@@ -13,9 +13,11 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult
 
+import spec004
+from mnemo.config import Settings
 from mnemo.server import WarmUpAfterHandshake
 
-TOOLS = {"store_memory", "recall_memories", "update_memory", "forget_memory", "list_memories", "get_memory_stats"}
+TOOLS = spec004.SERVED_TOOLS
 
 
 def _ok(result: CallToolResult) -> dict[str, Any]:
@@ -27,6 +29,7 @@ def _ok(result: CallToolResult) -> dict[str, Any]:
 
 async def test_mnemo_serve_answers_every_tool_over_stdio_and_logs_only_to_its_log_file(tmp_path: Path):
     home = tmp_path / "home"
+    Settings(home=home, config_dir=tmp_path / "config").store_folder("stdio", create=True)
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "mnemo", "serve", "--profile", "full", "--store", "stdio"],
@@ -107,7 +110,7 @@ async def test_mnemo_serve_answers_every_tool_over_stdio_and_logs_only_to_its_lo
 
 async def test_the_model_starts_loading_with_the_first_message_after_initialize():
     warmed = threading.Event()
-    service = SimpleNamespace(warm_up=warmed.set)
+    service = SimpleNamespace(warm_up=warmed.set, storage=SimpleNamespace(back_up=lambda *args, **kwargs: None))
     middleware = WarmUpAfterHandshake(service)  # type: ignore[arg-type]
 
     async def call_next(ctx: object) -> None:

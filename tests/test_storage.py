@@ -11,6 +11,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from mnemo.query import Filters
 from mnemo.service import MemoryService, TagEdit
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
+from mnemo.storage.sqlite_files import backups
 from mnemo.storage.sqlite_schema import MIGRATIONS
 
 MIGRATION_NAMES = [m.__name__ for m in MIGRATIONS]
@@ -84,7 +86,8 @@ def test_reopening_a_store_runs_none_of_its_migrations_again(tmp_path: Path, mon
     def spy(migration: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
         @functools.wraps(migration)
         def run(db: sqlite3.Connection) -> None:
-            ran.append(migration.__name__)
+            if db.execute("PRAGMA database_list").fetchone()[2]:  # not the in-memory reference schema
+                ran.append(migration.__name__)
             migration(db)
 
         return run
@@ -130,10 +133,14 @@ def test_a_store_from_a_newer_mnemo_is_refused_naming_both_schema_versions(tmp_p
     with _raw(folder / DB_FILENAME) as db:
         db.execute(f"PRAGMA user_version = {newer}")
 
-    with pytest.raises(StorageError) as refused:
-        SQLiteStorage(folder)
+    storage = SQLiteStorage(folder)  # opens, so that a server starts and answers each call with why
+    try:
+        with pytest.raises(StorageError) as refused:
+            storage.count(Filters(now=datetime.now(UTC)))
+    finally:
+        storage.close()
 
-    assert refused.value.details == {"schema_version": newer, "supported": len(MIGRATIONS)}
+    assert refused.value.details == {"store": "default", "schema_version": newer, "supported": len(MIGRATIONS)}
     assert str(newer) in refused.value.message
     assert str(len(MIGRATIONS)) in refused.value.message
     # Refused means untouched: no schema written over the newer one.
@@ -143,7 +150,7 @@ def test_a_store_from_a_newer_mnemo_is_refused_naming_both_schema_versions(tmp_p
 
 def test_an_old_database_at_user_version_zero_without_tables_is_migrated_and_usable(tmp_path: Path):
     home = tmp_path / "home"
-    path = Settings(home=home).store_folder("old") / DB_FILENAME
+    path = Settings(home=home).store_folder("old", create=True) / DB_FILENAME
     path.parent.mkdir(parents=True)
     with _raw(path) as db:  # a real, non-empty SQLite file that holds no tables
         db.execute("CREATE TABLE scratch (x)")
@@ -176,9 +183,12 @@ def test_a_migration_that_fails_leaves_the_store_at_its_previous_version(
         db.execute("CREATE TABLE notes (x)")
 
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", [*MIGRATIONS, m999_half_done])
+    refused = SQLiteStorage(folder)  # opens, and answers every call with the failure
     with pytest.raises(StorageError):
-        SQLiteStorage(folder)
+        refused.applied_migrations()
+    refused.close()
     assert _user_version(folder / DB_FILENAME) == len(MIGRATIONS)
+    assert [p.name.endswith(f"-before-migration-{len(MIGRATIONS) + 1}.db") for p in backups(folder)] == [True]
     assert "half_done" not in _tables(folder / DB_FILENAME)
 
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", [*MIGRATIONS, m999_add_notes])
@@ -315,7 +325,7 @@ def test_an_update_that_changes_nothing_writes_no_version(service: MemoryService
 
 def test_a_file_that_is_not_a_database_opens_as_a_store_whose_every_operation_is_corrupted_data(tmp_path: Path):
     home = tmp_path / "home"
-    path = Settings(home=home).store_folder("broken") / DB_FILENAME
+    path = Settings(home=home).store_folder("broken", create=True) / DB_FILENAME
     path.parent.mkdir(parents=True)
     path.write_bytes(b"these are my notes, not a database\n" * 200)
 
@@ -324,7 +334,7 @@ def test_a_file_that_is_not_a_database_opens_as_a_store_whose_every_operation_is
         for operation in (lambda: service.store("Emma is lactose intolerant"), service.list, service.overview):
             with pytest.raises(CorruptedData) as failed:
                 operation()
-            assert failed.value.details["path"] == str(path)
+            assert failed.value.details == {"store": "broken"}  # the store's name, never where it is on disk
     finally:
         service.storage.close()
     assert path.read_bytes().startswith(b"these are my notes")  # left for the user to inspect

@@ -128,11 +128,53 @@ def test_a_damaged_registry_is_a_clear_storage_error(settings: Settings, text: s
 
 
 # -- store names resolve through it --------------------------------------------------------
-def test_a_registered_name_resolves_to_its_folder_and_others_to_home_stores(settings: Settings, tmp_path: Path):
+def test_a_registered_name_resolves_to_its_folder_and_an_unknown_one_is_an_error_naming_the_known(
+    settings: Settings, tmp_path: Path
+):
     registry.add(settings.registry_file, settings.home, "work", tmp_path / "work")
     assert settings.store_folder("work") == tmp_path / "work"
-    assert settings.store_folder("scratch") == settings.home / "stores" / "scratch"
     assert settings.store_folder() == settings.home / "stores" / "default"
+    with pytest.raises(NotFound, match="known stores: default, work") as refused:
+        settings.store_folder("wrok")
+    assert refused.value.details == {"store": "wrok", "known": ["default", "work"]}
+    assert not (settings.home / "stores" / "wrok").exists()
+
+
+def test_creating_a_store_on_purpose_registers_it_under_the_home_stores_folder(settings: Settings):
+    assert settings.store_folder("scratch", create=True) == settings.home / "stores" / "scratch"
+    assert settings.stores()["scratch"] == settings.home / "stores" / "scratch"
+    assert settings.store_folder("scratch", create=True) == settings.home / "stores" / "scratch"  # known now
+
+
+@pytest.mark.parametrize("name", ["../../x", "..", ".", "a/b", "/tmp/x", "a\\b", "x" * 65])
+def test_a_store_name_that_could_name_a_path_is_refused_everywhere_before_any_folder_is_made(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mnemo, name: str
+):
+    with pytest.raises(InvalidInput, match="invalid store name"):
+        settings.store_folder(name, create=True)
+    with pytest.raises(InvalidInput, match="invalid store name"):
+        open_service(settings, name, create=True)
+    monkeypatch.setenv("MNEMO_STORE", name)
+    with pytest.raises(InvalidInput, match="invalid store name"):
+        Settings(home=settings.home).store_folder()
+    refused = mnemo("--store", name, "list")
+    assert refused.exit_code == 1
+    assert "invalid store name" in refused.stderr
+    assert not list(tmp_path.rglob("memory.db"))
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_mistyped_store_is_refused_by_every_command_and_creates_nothing(mnemo, tmp_path: Path):
+    for command in (["list"], ["add", "a memory"], ["recall", "a"], ["stats"], ["show", "some-id"], ["reindex"]):
+        refused = mnemo("--store", "nosuch", *command)
+        assert refused.exit_code == 1, command
+        assert "no store named 'nosuch'; known stores: default" in refused.stderr, command
+    assert not (tmp_path / "home" / "stores" / "nosuch").exists()
+    created = mnemo("stores", "add", "nosuch")
+    assert created.exit_code == 0, created.output
+    assert mnemo("--store", "nosuch", "add", "now it exists").exit_code == 0
+    listed = {s["name"]: s["path"] for s in json.loads(mnemo("stores", "list", "--json").stdout)["stores"]}
+    assert listed["nosuch"] == str(tmp_path / "home" / "stores" / "nosuch")
 
 
 def test_a_service_opened_by_name_uses_the_registered_folder(settings: Settings, tmp_path: Path):

@@ -8,6 +8,8 @@ memories.store("Emma is lactose intolerant")
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 from mnemo.clock import Clock
@@ -18,6 +20,7 @@ from mnemo.errors import InvalidInput
 from mnemo.lifecycle.settings import LifecycleSettings, SynthesisEndpoint
 from mnemo.service import MemoryService
 from mnemo.shared_space import SharedLimits
+from mnemo.storage import sqlite_files
 from mnemo.storage.sqlite import SQLiteStorage
 
 log = logging.getLogger(__name__)
@@ -50,15 +53,13 @@ def make_embedder(settings: Settings) -> Embedder | None:
             return LocalEmbedder(settings.model_dir, variant=settings.model_variant)
 
 
-def lifecycle_settings(settings: Settings, store: str) -> LifecycleSettings:
+def lifecycle_settings(folder: Path, settings: Settings) -> LifecycleSettings:
     endpoint = None
     if settings.synthesis_url and settings.synthesis_model:
         endpoint = SynthesisEndpoint(
             settings.synthesis_url, settings.synthesis_model, settings.synthesis_api_key, settings.synthesis_timeout_s
         )
-    return LifecycleSettings(
-        settings.store_folder(store), settings.archive_quota_bytes, settings.archive_prices, endpoint
-    )
+    return LifecycleSettings(folder, settings.archive_quota_bytes, settings.archive_prices, endpoint)
 
 
 def open_service(
@@ -68,10 +69,13 @@ def open_service(
     actor: str = "mnemo",
     clock: Clock | None = None,
     embedder: Embedder | Literal["from settings"] | None = "from settings",
+    create: bool = False,
 ) -> MemoryService:
+    """The service of a known store (see ``Settings.store_folder``); ``create`` registers a new one."""
     settings = settings or Settings()
     name = store or settings.store
-    storage = SQLiteStorage(settings.store_folder(name), name, settings.busy_timeout_s)
+    folder = settings.store_folder(name, create=create)
+    storage = SQLiteStorage(folder, name, settings.busy_timeout_s)
     chosen = make_embedder(settings) if embedder == "from settings" else embedder
     return MemoryService(
         storage,
@@ -80,7 +84,16 @@ def open_service(
         CategoryDetector(chosen, cache_dir=settings.cache_dir),
         recency_half_life_days=settings.recency_half_life_days,
         max_memories=settings.max_memories,
-        shared_limits=SharedLimits(settings.shared_max_words, settings.shared_max_entries, settings.store_folder(name)),
-        lifecycle=lifecycle_settings(settings, name),
+        shared_limits=SharedLimits(settings.shared_max_words, settings.shared_max_entries, folder),
+        lifecycle=lifecycle_settings(folder, settings),
         actor=actor,
     )
+
+
+def restore_store(settings: Settings, store: str | None = None, backup: Path | None = None) -> sqlite_files.Restored:
+    """Put a store's newest whole backup (or ``backup``) in place of its database, which is set aside.
+
+    Stop the servers that use the store first: they hold the old file open.
+    """
+    name = store or settings.store
+    return sqlite_files.restore(settings.store_folder(name), name, backup, datetime.now(UTC))

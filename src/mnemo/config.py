@@ -14,6 +14,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mnemo import registry
+from mnemo.errors import NotFound
 
 PROFILE_NAMES = ("full", "agent", "memento", "stores", "shared")  # one per spec, in mnemo.profiles
 Profile = Literal["full", "agent", "memento", "stores", "shared"]
@@ -90,10 +91,25 @@ class Settings(BaseSettings):
         """Every registered store by name, ``default`` included."""
         return registry.known(self.registry_file, self.home)
 
-    def store_folder(self, name: str | None = None) -> Path:
-        """A registered store's folder; any other name is a store of its own under ``home/stores``."""
-        chosen = name or self.store
-        return self.stores().get(chosen) or self.home / "stores" / chosen
+    def store_folder(self, name: str | None = None, *, create: bool = False) -> Path:
+        """A known store's folder: ``default`` or a registered one; no other name reaches a folder.
+
+        A name is checked before anything else (so ``../x`` never names a path); an unknown one is
+        ``NotFound`` listing the known ones, unless ``create`` registers it under ``home/stores``
+        (what ``mnemo stores add NAME`` does): a mistyped name never makes a store of its own.
+        """
+        chosen = registry.check_name(name or self.store)
+        known = self.stores()
+        if chosen in known:
+            return known[chosen]
+        if create:
+            return registry.add(self.registry_file, self.home, chosen, self.home / "stores" / chosen)
+        raise NotFound(
+            f"no store named {chosen!r}; known stores: {', '.join(known)}. Create it on purpose with "
+            f"`mnemo stores add {chosen}`",
+            store=chosen,
+            known=list(known),
+        )
 
     @property
     def cache_dir(self) -> Path:

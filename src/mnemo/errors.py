@@ -108,3 +108,8 @@ class CorruptedData(MnemoError):
 
 class StorageError(MnemoError):
     code = "STORAGE_ERROR"
+
+
+def reason_of(exc: BaseException) -> str:
+    """Why an operation failed, without the absolute path an ``OSError`` names: callers may be remote."""
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

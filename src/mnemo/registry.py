@@ -19,7 +19,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from mnemo.errors import Conflict, InvalidInput, NotFound, StorageError
+from mnemo.errors import Conflict, InvalidInput, NotFound, StorageError, reason_of
 
 DEFAULT_STORE = "default"
 MAX_NAME_CHARS = 64
@@ -43,10 +43,10 @@ def load(file: Path) -> dict[str, Path]:
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise StorageError(f"the store registry {file} cannot be read: {exc}", path=str(file)) from exc
+        raise StorageError(f"the store registry ({file.name}) cannot be read: {reason_of(exc)}") from exc
     stores = data.get("stores", {})
     if not isinstance(stores, dict) or not all(isinstance(v, str) for v in stores.values()):
-        raise StorageError(f'the store registry {file} needs a [stores] table of name = "folder"', path=str(file))
+        raise StorageError(f'the store registry ({file.name}) needs a [stores] table of name = "folder"')
     return {name: Path(folder) for name, folder in stores.items()}
 
 
@@ -70,7 +70,7 @@ def save(file: Path, stores: dict[str, Path]) -> None:
             out.write("\n".join(lines) + "\n")
         os.replace(out.name, file)
     except OSError as exc:
-        raise StorageError(f"the store registry {file} cannot be written: {exc}", path=str(file)) from exc
+        raise StorageError(f"the store registry ({file.name}) cannot be written: {reason_of(exc)}") from exc
 
 
 def add(file: Path, home: Path, name: str, folder: Path) -> Path:

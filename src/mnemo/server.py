@@ -26,6 +26,7 @@ from mnemo.config import Settings
 from mnemo.errors import EmbeddingError, InvalidInput, MnemoError, StorageError
 from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
+from mnemo.serve.stdio import guarded_stdio
 from mnemo.service import MemoryService
 
 log = logging.getLogger("mnemo")
@@ -55,6 +56,14 @@ class ProfileServer(MCPServer):
             if stores is None:
                 raise ValueError(f"profile {profile.name!r} serves named stores: pass them")
             profile.register_stores(self, stores)
+
+    async def run_stdio_async(self) -> None:
+        """Serve on stdin/stdout through mnemo's guarded transport (see ``mnemo.serve.stdio``)."""
+        # The SDK runs a server on given streams only through its low-level server; its
+        # run_stdio_async is this method with the SDK's own, unguarded, stdio transport.
+        lowlevel = self._lowlevel_server
+        async with guarded_stdio() as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     def close(self) -> None:
         """Close every store this server opened (the named ones include its own)."""
@@ -113,9 +122,15 @@ def configure_logging(settings: Settings) -> None:
     root.setLevel(settings.log_level.upper())
 
 
+DAILY_BACKUP_S = 24 * 3600
+
+
 def _warm_up(service: MemoryService) -> None:
     try:
         service.warm_up()
+        # Then a copy of the store as it is at start, once a day at most, if it checks whole.
+        if backup := service.storage.back_up("at-start", min_interval_s=DAILY_BACKUP_S):
+            log.info("backed up store %s to %s", service.storage.name, backup)
     except EmbeddingError as exc:
         log.warning("embedding model unavailable, recall uses words only: %s", exc.message)
     except MnemoError as exc:  # e.g. a damaged store: the server still answers, each call with the error
@@ -141,6 +156,12 @@ class WarmUpAfterHandshake:
 
 
 def serve(settings: Settings, profile: str | None = None, store: str | None = None) -> None:
+    if sys.stdin.isatty():  # started by hand: say what it waits for, since MCP clients start it themselves
+        print(
+            "mnemo serve speaks MCP on stdin/stdout and is started by an MCP client (Claude Desktop, Cursor...);"
+            " it now waits for one. Ctrl-C to stop.",
+            file=sys.stderr,
+        )
     configure_logging(settings)
     server = build_server(settings, profile, store)
     # The model loads off the event loop, once the handshake is answered.

@@ -28,6 +28,7 @@ from mnemo.errors import (
     InvalidInput,
     NotFound,
     QuotaExceeded,
+    StorageError,
     TooComplex,
 )
 from mnemo.lifecycle.settings import LifecycleSettings
@@ -249,8 +250,9 @@ class MemoryService:
         self.embedder = embedder
         self.searcher = Searcher(storage, embedder)
         self.categories = categories or enrich.CategoryDetector(embedder)
-        # A damaged store still gets a service, whose every operation reports the damage to its caller.
-        with suppress(CorruptedData):
+        # A damaged store, or one from a newer mnemo, still gets a service, whose every operation
+        # reports why to its caller.
+        with suppress(CorruptedData, StorageError):
             if embedder is not None and storage.vector_model() is None:
                 storage.reset_vectors(embedder.name)  # a store's first model is the one it meets first
             storage.purge_due(self.clock.now())

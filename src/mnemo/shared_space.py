@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo import space_files
-from mnemo.errors import Conflict, EmbeddingError, InvalidInput, MnemoError, NotFound, StorageError
+from mnemo.errors import Conflict, EmbeddingError, InvalidInput, MnemoError, NotFound, StorageError, reason_of
 from mnemo.model import (
     BAND_IMPORTANCE,
     AccessLevel,
@@ -449,7 +449,7 @@ class SharedSpace:
 
     def _check_file(self) -> Check:
         store = self.storage.store_file()
-        facts = {"path": store.path, "exists": store.exists, "size_bytes": store.size_bytes}
+        facts = {"store": self.storage.name, "path": store.path, "exists": store.exists, "size_bytes": store.size_bytes}
         return Check(store.exists, "store file present" if store.exists else "the store file is missing", facts)
 
     def _check_lock(self) -> Check:
@@ -472,16 +472,16 @@ class SharedSpace:
 
     def _check_backups(self) -> Check:
         directory = space_files.backup_dir(self._folder)
-        facts = {"backup_dir": str(directory), "backup_count": len(space_files.backups(self._folder))}
+        facts = {"backup_dir": directory.name, "backup_count": len(space_files.backups(self._folder))}
         # Written to for real: permission bits say nothing when running as root.
         probe_in = directory if directory.exists() else directory.parent
         try:
             if directory.exists() and not directory.is_dir():
-                raise NotADirectoryError(f"{directory} is a file, not a folder")
+                raise NotADirectoryError(f"{directory.name} is a file, not a folder")
             with tempfile.TemporaryFile(dir=probe_in):
                 pass
         except OSError as exc:
-            return Check(False, f"backups cannot be written: {exc}", facts)
+            return Check(False, f"backups cannot be written: {reason_of(exc)}", facts)
         return Check(True, "backup folder writable", facts)
 
     def _check_embeddings(self) -> Check:

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo.errors import InvalidInput, StorageError
+from mnemo.errors import InvalidInput, StorageError, reason_of
 from mnemo.model import AccessLevel, Context, Memory, Status, from_iso, new_id, to_iso
 
 BACKUP_DIR = "backups"
@@ -84,7 +84,7 @@ def write_backup(folder: Path, store: str, memories: Sequence[Memory], now: date
         for old in backups(folder)[:-KEEP_BACKUPS]:
             old.unlink(missing_ok=True)
     except OSError as exc:
-        raise StorageError(f"could not write the backup in {directory}: {exc}", path=str(directory)) from exc
+        raise StorageError(f"could not write the backup: {reason_of(exc)}") from exc
     return path
 
 
@@ -92,7 +92,7 @@ def read_backup(path: Path) -> list[Memory]:
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise InvalidInput(f"cannot read the backup file {path}: {exc.strerror or exc}", path=str(path)) from exc
+        raise InvalidInput(f"cannot read the backup file {path}: {reason_of(exc)}", path=str(path)) from exc
     except ValueError as exc:
         raise InvalidInput(f"{path} is not a JSON file: {exc}", path=str(path)) from exc
     if not isinstance(body, dict) or body.get("format") != BACKUP_FORMAT or body.get("version") != BACKUP_VERSION:
@@ -113,5 +113,5 @@ def append_archive(folder: Path, memories: Sequence[Memory], now: datetime) -> P
         with path.open("ab", buffering=0) as out:
             out.write(lines.encode())
     except OSError as exc:
-        raise StorageError(f"could not write the archive {path}: {exc}", path=str(path)) from exc
+        raise StorageError(f"could not write the archive {path.name}: {reason_of(exc)}") from exc
     return path

@@ -64,7 +64,7 @@ class StoredVector:
 class StoreFile:
     """Where a store keeps its data, whether that is there, and its measured size."""
 
-    path: str
+    path: str  # the file's name within the store's folder: callers are told the store, not the disk layout
     exists: bool
     size_bytes: int
 
@@ -144,3 +144,4 @@ class Storage(Protocol):
     def store_file(self) -> StoreFile: ...
     def check_write_lock(self, timeout_s: float) -> None: ...  # Locked if not free within the timeout
     def check_integrity(self) -> list[str]: ...  # the problems the backend's own check found
+    def back_up(self, reason: str, min_interval_s: float = 0.0) -> str | None: ...  # a copy of a whole store

@@ -16,7 +16,7 @@ import time
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +36,10 @@ from mnemo.model import (
     to_iso,
 )
 from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit, fold_case
-from mnemo.storage import EventPattern, Granularity, GroupKey, StoredVector, StoreFile, Totals
+from mnemo.storage import EventPattern, Granularity, GroupKey, StoredVector, StoreFile, Totals, sqlite_files
+from mnemo.storage.sqlite_files import DB_FILENAME
 from mnemo.storage.sqlite_schema import ENTRY_COUNTER, MIGRATIONS
 
-DB_FILENAME = "memory.db"
 TOP_FIRST_FACTOR = 3  # how many more best text hits than asked for are checked against filters
 RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (see _ranked_matches)
 _RANKED = "SELECT rowid, -bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?"
@@ -295,23 +295,50 @@ class SQLiteStorage:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._damage: CorruptedData | None = None
+        self._refusal: MnemoError | None = None
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            self._migrate()
-        except CorruptedData as damage:
-            # The store still opens, and every operation reports the damage: a server starts and
-            # tells each caller why, and the file is left as it is for the user to inspect.
+            self._open_checked()
+        except (CorruptedData, StorageError) as refusal:
+            # The store still opens, and every operation reports why it cannot be used (damaged, or
+            # from a newer mnemo): a server starts and tells each caller, and the file is left as it
+            # is, for `mnemo stores restore` or for the user to inspect.
             self.close()
-            self._damage = damage
+            self._refusal = refusal
         except BaseException:
             self.close()  # a refused store keeps no handle on its file
             raise
 
+    def _open_checked(self) -> None:
+        """Refuse a damaged or newer database before anything is written to it, back up one that
+        is about to be migrated, then migrate."""
+        empty = sqlite_files.empty_file_problem(self.path)
+        if empty is not None:
+            raise CorruptedData(f"store {self.name!r} is damaged: {empty}", store=self.name)
+        existed = self.path.is_file()
+        with self._translated():
+            sqlite_files.create(self.path)
+        db = self._connection()
+        with self._translated():
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version > len(MIGRATIONS):
+            raise StorageError(
+                f"store {self.name!r} has schema version {version}, newer than this mnemo understands "
+                f"({len(MIGRATIONS)}); upgrade mnemo to open it",
+                store=self.name,
+                schema_version=version,
+                supported=len(MIGRATIONS),
+            )
+        if existed:
+            self._raise_if_damaged(db, version, thorough=False)
+            if version < len(MIGRATIONS):
+                self._write_backup(db, f"before-migration-{version + 1}")
+        self._migrate()
+
     # -- connections and transactions -----------------------------------------------
     def _connection(self) -> sqlite3.Connection:
-        if self._damage is not None:
-            raise CorruptedData(self._damage.message, **self._damage.details)
+        if self._refusal is not None:
+            raise type(self._refusal)(self._refusal.message, **self._refusal.details)
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
             with self._translated():
@@ -345,8 +372,10 @@ class SQLiteStorage:
             if code is not None and code & 0xFF in _BUSY_CODES:
                 raise Locked(f"store {self.name!r} stayed busy for {self._busy_timeout_s:g}s") from exc
             if code is not None and code & 0xFF in _CORRUPT_CODES:
-                raise CorruptedData(f"store {self.name!r} is damaged: {exc}", path=str(self.path)) from exc
-            raise StorageError(f"store {self.name!r} failed: {exc}", path=str(self.path)) from exc
+                # From now on every call is refused: nothing more is read from or written into it.
+                self._refusal = CorruptedData(f"store {self.name!r} is damaged: {exc}", store=self.name)
+                raise CorruptedData(self._refusal.message, store=self.name) from exc
+            raise StorageError(f"store {self.name!r} failed: {exc}", store=self.name) from exc
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -390,13 +419,8 @@ class SQLiteStorage:
     def _migrate(self) -> None:
         with self._write() as db:
             (current,) = db.execute("PRAGMA user_version").fetchone()
-            if current > len(MIGRATIONS):
-                raise StorageError(
-                    f"store {self.name!r} at {self.path} has schema version {current}, newer than this "
-                    f"mnemo understands ({len(MIGRATIONS)}); upgrade mnemo to open it",
-                    schema_version=current,
-                    supported=len(MIGRATIONS),
-                )
+            if current > len(MIGRATIONS):  # another process upgraded it since the check at open
+                raise StorageError(f"store {self.name!r} has a schema newer than this mnemo", store=self.name)
             if current == 0:
                 db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
             for number, migration in enumerate(MIGRATIONS[current:], start=current + 1):
@@ -958,7 +982,7 @@ class SQLiteStorage:
 
     # -- health ------------------------------------------------------------------------
     def store_file(self) -> StoreFile:
-        return StoreFile(str(self.path), self.path.is_file(), self.size_bytes())
+        return StoreFile(DB_FILENAME, self.path.is_file(), self.size_bytes())
 
     def check_write_lock(self, timeout_s: float) -> None:
         """Take the store's write lock and let it go at once; ``Locked`` if it stays held past the timeout.
@@ -976,10 +1000,41 @@ class SQLiteStorage:
                 db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
 
     def check_integrity(self) -> list[str]:
-        """SQLite's own check of the database's structure (``PRAGMA quick_check``); the problems it found."""
+        """The problems of the database: missing tables, indexes or triggers of its schema, and
+        what SQLite's ``PRAGMA quick_check`` finds, whatever the file's size."""
         with self._read() as db:
-            rows = db.execute("PRAGMA quick_check").fetchall()
-        return [] if [r[0] for r in rows] == ["ok"] else [str(r[0]) for r in rows]
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+            return sqlite_files.problems(db, self.size_bytes(), self._expected(version), thorough=True)
+
+    def back_up(self, reason: str, min_interval_s: float = 0.0) -> str | None:
+        """Copy the store, checked whole first, into its backups; the backup's file name, or None
+        when the newest backup is younger than ``min_interval_s``."""
+        newest = sqlite_files.backups(self.folder)[-1:]
+        if newest and min_interval_s and time.time() - newest[0].stat().st_mtime < min_interval_s:
+            return None
+        db = self._connection()
+        with self._translated():
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+        self._raise_if_damaged(db, version, thorough=False)
+        return self._write_backup(db, reason).name
+
+    def _write_backup(self, db: sqlite3.Connection, reason: str) -> Path:
+        with self._translated():
+            return sqlite_files.write_backup(db, self.folder, reason, datetime.now(UTC))
+
+    def _raise_if_damaged(self, db: sqlite3.Connection, version: int, *, thorough: bool) -> None:
+        with self._translated():
+            found = sqlite_files.problems(db, self.size_bytes(), self._expected(version), thorough=thorough)
+        if found:
+            self._refusal = CorruptedData(
+                f"store {self.name!r} is damaged: {'; '.join(found[:3])}", store=self.name, problems=found
+            )
+            raise CorruptedData(self._refusal.message, **self._refusal.details)
+
+    @staticmethod
+    def _expected(version: int) -> frozenset[str]:
+        made = sqlite_files.expected_objects(version, tuple(MIGRATIONS))
+        return made | {"table migrations"} if version else made
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({self.name!r}, {str(self.path)!r})"

@@ -12,147 +12,37 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import click
-from pydantic import ValidationError
-from rich import box
-from rich.console import Console
 from rich.table import Table
 
-from mnemo import __version__, registry
-from mnemo.app import open_service
+from mnemo import __version__
+from mnemo.cli.common import (
+    MnemoGroup,
+    _console,
+    _dump,
+    _memory_table,
+    _plain,
+    _service,
+    _snippet,
+    _store_name,
+    _table,
+    _when,
+    json_option,
+    store_option,
+)
+from mnemo.cli.stores import stores_group
 from mnemo.config import PROFILE_NAMES, Settings
-from mnemo.errors import MnemoError
-from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, Memory, to_iso
+from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, to_iso
 from mnemo.query import Sort, SortField
-from mnemo.service import STATUS_NAMES, MemoryService
+from mnemo.service import STATUS_NAMES
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-TABLE_CONTENT_CHARS = 80
 CATEGORY = click.Choice([c.value for c in Category])
 SCOPES = ("global", "user", "conversation", "category")
-STATUS_LABELS = {status: name for name, status in STATUS_NAMES.items()}  # forgotten is "deleted" here
-
-
-# -- plumbing ------------------------------------------------------------------------------
-class MnemoGroup(click.Group):
-    """A group that reports domain and settings errors as one line, without a traceback."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except MnemoError as error:
-            _fail(ctx, f"{error.code}: {error.message}")
-        except ValidationError as error:  # raised by Settings() for a bad MNEMO_* variable
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            _fail(ctx, f"INVALID_INPUT: setting {where}: {first['msg']}")
-
-
-def _fail(ctx: click.Context, message: str) -> NoReturn:
-    click.secho(f"error: {message}", err=True, fg="red")
-    ctx.exit(1)
-
-
-def store_option(command: F) -> F:
-    """``--store`` on a command; it wins over the group's ``--store``."""
-    return click.option("--store", default=None, help="Store to use (default: the group's --store or MNEMO_STORE).")(
-        command
-    )
-
-
-def json_option(command: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")(command)
-
-
-def _store_name(store: str | None) -> str | None:
-    """The command's ``--store``, else the group's, else ``None`` (``Settings().store``)."""
-    return store or click.get_current_context().find_root().params.get("store")
-
-
-@contextmanager
-def _service(store: str | None) -> Iterator[MemoryService]:
-    service = open_service(Settings(), _store_name(store), actor="mnemo-cli")
-    try:
-        yield service
-    finally:
-        service.storage.close()
-
-
-def _plain(value: Any) -> Any:
-    """Dataclasses become dicts; datetimes become ISO 8601 UTC text (in ``_dump``)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return value
-
-
-def _iso_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return to_iso(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def _dump(payload: Mapping[str, Any]) -> None:
-    click.echo(json.dumps({k: _plain(v) for k, v in payload.items()}, default=_iso_default, ensure_ascii=False))
-
-
-def _console() -> Console:
-    return Console(highlight=False, markup=False, emoji=False)  # memories are text, not markup
-
-
-def _when(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M") if value else "-"
-
-
-def _day(value: datetime) -> str:
-    return value.strftime("%Y-%m-%d")
-
-
-def _snippet(content: str, limit: int = TABLE_CONTENT_CHARS) -> str:
-    flat = " ".join(content.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _table(title: str | None = None) -> Table:
-    return Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
-
-
-def _memory_table(memories: list[Memory], title: str, sort_field: SortField, *, with_status: bool) -> Table:
-    """Full ids, so that one can be pasted into ``show`` or ``forget``; beside them the value the
-    list is sorted by, and the content in what width is left."""
-    table = _table(title)
-    table.add_column("id", no_wrap=True)
-    table.add_column(sort_field.value, justify="right", no_wrap=True)
-    table.add_column("category\nstatus" if with_status else "category", no_wrap=True)
-    table.add_column("content", ratio=1)
-    for m in memories:
-        category = m.category or "-"
-        if with_status:
-            category += f"\n{STATUS_LABELS.get(m.status, m.status.value)}"
-        table.add_row(m.id, _sort_value(m, sort_field), category, _snippet(m.content))
-    return table
-
-
-def _sort_value(memory: Memory, sort_field: SortField) -> str:
-    match sort_field:
-        case SortField.CREATED_AT:
-            return _day(memory.created_at)
-        case SortField.UPDATED_AT:
-            return _day(memory.updated_at)
-        case SortField.ACCESSED_AT:
-            return _day(memory.accessed_at)
-        case SortField.IMPORTANCE:
-            return f"{memory.importance:.2f}"
-        case SortField.ACCESS_COUNT:
-            return str(memory.access_count)
-        case SortField.CONTENT_LENGTH:
-            return str(memory.content_length)
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -485,47 +375,7 @@ def restore_backup(backup_file: Path, store: str | None, as_json: bool) -> None:
         click.echo(f"rotated {result.rotated} of the oldest entries into the archive (the space was full)")
 
 
-@cli.group(name="stores")
-def stores_group() -> None:
-    """The store registry: names that `serve --store NAME` and the stores profile reach.
-
-    A registered name maps to a folder; `default` (under MNEMO_HOME) is always there. The
-    registry is stores.toml in MNEMO_CONFIG_DIR.
-    """
-
-
-@stores_group.command(name="add")
-@click.argument("name")
-@click.argument("path", type=click.Path(path_type=Path))
-def stores_add(name: str, path: Path) -> None:
-    """Register folder PATH as store NAME; the folder is made when the store is first written."""
-    settings = Settings()
-    folder = registry.add(settings.registry_file, settings.home, name, path)
-    click.echo(f"registered store {name} at {folder}")
-
-
-@stores_group.command(name="list")
-@json_option
-def stores_list(as_json: bool) -> None:
-    """List the registered stores and their folders."""
-    stores = Settings().stores()
-    if as_json:
-        _dump({"stores": [{"name": n, "path": str(p), "exists": p.is_dir()} for n, p in stores.items()]})
-        return
-    table = _table()
-    table.add_column("store", no_wrap=True)
-    table.add_column("folder")
-    for name, folder in stores.items():
-        table.add_row(name, str(folder) + ("" if folder.is_dir() else "  (not created yet)"))
-    _console().print(table)
-
-
-@stores_group.command(name="remove")
-@click.argument("name")
-def stores_remove(name: str) -> None:
-    """Unregister store NAME; its folder and memories are left as they are."""
-    folder = registry.remove(Settings().registry_file, name)
-    click.echo(f"unregistered store {name}; its files stay in {folder}")
+cli.add_command(stores_group)
 
 
 def main() -> None:

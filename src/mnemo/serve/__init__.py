@@ -1,0 +1,1 @@
+"""Transports that carry MCP to and from mnemo's servers."""
