@@ -26,6 +26,7 @@ from mnemo.config import Settings
 from mnemo.errors import EmbeddingError, InvalidInput, MnemoError, StorageError
 from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
+from mnemo.profiles.arguments import keep_strings_literal
 from mnemo.service import MemoryService
 
 log = logging.getLogger("mnemo")
@@ -55,6 +56,7 @@ class ProfileServer(MCPServer):
             if stores is None:
                 raise ValueError(f"profile {profile.name!r} serves named stores: pass them")
             profile.register_stores(self, stores)
+        keep_strings_literal(self)
 
     def close(self) -> None:
         """Close every store this server opened (the named ones include its own)."""

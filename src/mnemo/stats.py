@@ -148,6 +148,14 @@ def _bucket_start(when: datetime, unit: Granularity) -> datetime:
 
 
 def _step(when: datetime, unit: Granularity, n: int) -> datetime:
+    """``n`` buckets on (or back); past the last representable moment, that moment (no bucket starts there)."""
+    try:
+        return _stepped(when, unit, n)
+    except (OverflowError, ValueError):
+        return datetime.max.replace(tzinfo=when.tzinfo) if n > 0 else datetime.min.replace(tzinfo=when.tzinfo)
+
+
+def _stepped(when: datetime, unit: Granularity, n: int) -> datetime:
     match unit:
         case Granularity.HOUR:
             return when + timedelta(hours=n)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from mnemo import errors
 from mnemo.model import Memory, to_iso
@@ -331,7 +331,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         query: Annotated[
             str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Search query (1-200 chars)")
         ],
-        case_sensitive: Annotated[bool, Field(description="Case-sensitive search")] = False,
+        case_sensitive: Annotated[StrictBool, Field(description="Case-sensitive search")] = False,
         response_format: Annotated[ResponseFormat, Field(description='"markdown" or "json"')] = "markdown",
         limit: Limit = None,
     ) -> str:
@@ -363,7 +363,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         annotations=hints("Clear memory", read_only=False, destructive=True, idempotent=True), structured_output=False
     )
     async def clear_memory(
-        confirm: Annotated[bool, Field(description="Must be true to proceed")],
+        confirm: Annotated[StrictBool, Field(description="Must be true to proceed")],
     ) -> str:
         """Clear all memory entries. Creates a backup file first, restorable with `mnemo restore-backup FILE`."""
         cleared = await run(space.clear, confirm)
