@@ -195,8 +195,9 @@ def stored_time(text: str) -> datetime:
         if year > MAX_TIME.year:
             return MAX_TIME
         try:
+            month, day, hour, minute, second = (int(part) for part in match.groups()[1:6])
             fraction = int((match[7] or "0").ljust(6, "0"))
-            moment = datetime(year, *(int(part) for part in match.groups()[1:6]), fraction, tzinfo=UTC)
+            moment = datetime(year, month, day, hour, minute, second, fraction, tzinfo=UTC)
         except ValueError:  # a day or hour that does not exist
             return MIN_TIME
     return min(max(moment, MIN_TIME), MAX_TIME)
