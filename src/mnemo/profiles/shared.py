@@ -142,8 +142,29 @@ def _json_capped(body: dict[str, Any], key: str, total: int, what: str = "entrie
         def with_content(n: int) -> list[Any]:
             return [{**first, "content": _cut(first["content"], n)}]
 
-        return render(with_content(_largest_fitting(lambda n: render(with_content(n)), len(first["content"]))))
-    return render(items[:kept])
+        text = render(with_content(_largest_fitting(lambda n: render(with_content(n)), len(first["content"]))))
+    else:
+        text = render(items[:kept])
+    return text if len(text) <= CHARACTER_LIMIT else _short_strings(json.loads(text))
+
+
+def _shortened(value: Any, most: int) -> Any:
+    if isinstance(value, str):
+        return _cut(value, most)
+    if isinstance(value, list):
+        return [_shortened(item, most) for item in value]
+    if isinstance(value, dict):
+        return {_cut(key, most): _shortened(item, most) for key, item in value.items()}
+    return value
+
+
+def _short_strings(body: dict[str, Any]) -> str:
+    """The last resort for what no dropping of entries made fit (a stored entry's huge tags or
+    metadata): every long text is cut, shorter and shorter, until the answer fits."""
+    most = CHARACTER_LIMIT
+    while len(text := _json(_shortened(body, most))) > CHARACTER_LIMIT and most > 0:
+        most //= 2
+    return text
 
 
 def _entries_out(found: Entries, response_format: str, head: str, max_words: int, extra: dict[str, Any]) -> str:
