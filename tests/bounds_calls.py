@@ -21,6 +21,23 @@ from mnemo.storage.sqlite import DB_FILENAME
 INVALID = {"full": "INVALID_INPUT", "agent": "INVALID_INPUT", "memento": "INVALID_PARAMETER", "shared": "refused"}
 
 
+# One call per profile that stores a memory, with room for more arguments.
+STORE = {
+    "full": ("store_memory", {"content": "The office plants need water on Mondays"}),
+    "agent": ("store_memory", {"type": "core", "content": "The office plants need water on Mondays"}),
+    "memento": ("store_memory", {"content": "Emma waters the plants", "subject": "Emma", "category": "fact"}),
+    "shared": ("add_memory", {"agent_name": "gardener", "content": "The office plants need water on Mondays"}),
+    "stores": ("add_memory", {"store": "default", "path": "office/plants", "content": "Water them on Mondays"}),
+}
+
+
+def store_call(profile: str, **more: object) -> tuple[str, dict[str, object]]:
+    tool, args = STORE[profile]
+    if profile == "full" and "tags" in more:  # spec 004 takes tags in metadata
+        more = {**more, "metadata": {"tags": more.pop("tags")}}
+    return tool, {**args, **more}
+
+
 @pytest.fixture(name="server")
 def profile_server(request: pytest.FixtureRequest, settings: Settings, clock: ManualClock) -> Iterator[ProfileServer]:
     """A server of the profile the test names with ``@pytest.mark.parametrize("server", [...], indirect=True)``."""

@@ -8,7 +8,15 @@ import json
 
 import pytest
 
-from bounds_calls import ok_json, ok_text, profile_server, refusal, refused_as_invalid, rows  # noqa: F401
+from bounds_calls import (  # noqa: F401  # profile_server is the ``server`` fixture
+    ok_json,
+    ok_text,
+    profile_server,
+    refusal,
+    refused_as_invalid,
+    rows,
+    store_call,
+)
 from mnemo.bounds import MAX_FILTER_VALUES, MAX_METADATA_CHARS, MAX_OFFSET, MAX_TAG_CHARS
 from mnemo.errors import InvalidInput
 
@@ -17,22 +25,6 @@ NOT_REPRESENTABLE = "9999-12-31T23:59:59-14:00"  # in UTC, past the year 9999
 BEFORE_1970 = "0999-06-01T00:00:00Z"
 HUGE = 2**62
 BIG_TAG = "t" * (MAX_TAG_CHARS + 1)
-
-# One call per profile that stores a memory, with room for more arguments.
-STORE = {
-    "full": ("store_memory", {"content": "The office plants need water on Mondays"}),
-    "agent": ("store_memory", {"type": "core", "content": "The office plants need water on Mondays"}),
-    "memento": ("store_memory", {"content": "Emma waters the plants", "subject": "Emma", "category": "fact"}),
-    "shared": ("add_memory", {"agent_name": "gardener", "content": "The office plants need water on Mondays"}),
-    "stores": ("add_memory", {"store": "default", "path": "office/plants", "content": "Water them on Mondays"}),
-}
-
-
-def store_call(profile: str, **more: object) -> tuple[str, dict[str, object]]:
-    tool, args = STORE[profile]
-    if profile == "full" and "tags" in more:  # spec 004 takes tags in metadata
-        more = {**more, "metadata": {"tags": more.pop("tags")}}
-    return tool, {**args, **more}
 
 
 async def store_one(client, profile: str) -> str:
