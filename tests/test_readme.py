@@ -51,3 +51,15 @@ def test_the_command_line_examples_run_in_order(tmp_path: Path):
             assert result.exit_code == 0, f"{line}: {result.output}"
             if args[0] == "add":
                 last_id = json.loads(result.stdout)["memory"]["id"]
+
+
+def test_every_bound_is_in_the_readmes_limits_table():
+    from mnemo import bounds
+
+    limits = README.split("## Limits", 1)[1].split("\n## ", 1)[0]
+    names = [name for name in vars(bounds) if name.startswith("MAX_") and name != "MAX_SQL_INT"]
+    for name in names:
+        value = getattr(bounds, name)
+        assert f"{value:,}" in limits or f" {value} " in limits, f"{name} ({value}) is not in the README's Limits"
+    assert bounds.MIN_TIME.strftime("%Y-%m-%dT%H:%M:%SZ") in limits
+    assert "9999-12-31T23:59:59.999999Z" in limits

@@ -7,8 +7,9 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
 
+from mnemo import bounds
 from mnemo.errors import InvalidInput
-from mnemo.model import Status, as_utc
+from mnemo.model import Status
 
 
 class SortField(StrEnum):
@@ -70,6 +71,13 @@ class Filters:
     contains: TextMatch | None = None
     include_expired: bool = False
 
+    def __post_init__(self) -> None:
+        # Every query reaches storage through here: a caller's values are bounded before SQL sees them.
+        lists = (self.categories, self.labels, self.tags_any, self.tags_all, self.types, self.agent_names,
+                 self.access_levels, self.importance_bands)  # fmt: skip
+        contains = None if self.contains is None else self.contains.text
+        bounds.filter_values(lists, (self.user_id, self.conversation_id, self.subject_key, contains))
+
     @property
     def selects_by_attribute(self) -> bool:
         """True when more than status and expiry decide: such filters may keep few memories."""
@@ -115,5 +123,10 @@ class DateRange:
     end: datetime | None = None
 
     def __post_init__(self) -> None:
-        if self.start and self.end and as_utc(self.start) > as_utc(self.end):
+        # In UTC and within the dates a store can hold: a range compares as text in the database.
+        start = bounds.maybe_when("date_range.start", self.start)
+        end = bounds.maybe_when("date_range.end", self.end)
+        if start and end and start > end:
             raise InvalidInput("date range start is after its end", start=str(self.start), end=str(self.end))
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "end", end)

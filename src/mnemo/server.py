@@ -26,6 +26,7 @@ from mnemo.config import Settings
 from mnemo.errors import EmbeddingError, InvalidInput, MnemoError, StorageError
 from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
+from mnemo.profiles.arguments import keep_strings_literal
 from mnemo.serve.stdio import guarded_stdio
 from mnemo.service import MemoryService
 
@@ -56,6 +57,7 @@ class ProfileServer(MCPServer):
             if stores is None:
                 raise ValueError(f"profile {profile.name!r} serves named stores: pass them")
             profile.register_stores(self, stores)
+        keep_strings_literal(self)
 
     async def run_stdio_async(self) -> None:
         """Serve on stdin/stdout through mnemo's guarded transport (see ``mnemo.serve.stdio``)."""

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
-from mnemo import enrich, paths, ranking
+from mnemo import bounds, enrich, paths, ranking
 from mnemo.clock import Clock, SystemClock
 from mnemo.embed import Embedder, Vectors
 from mnemo.errors import (
@@ -29,17 +29,12 @@ from mnemo.errors import (
     NotFound,
     QuotaExceeded,
     StorageError,
-    TooComplex,
 )
 from mnemo.lifecycle.settings import LifecycleSettings
 from mnemo.model import (
     DEFAULT_RETENTION_DAYS,
-    MAX_CATEGORY_CHARS,
     MAX_CONTENT_CHARS,
     MAX_PAGE,
-    MAX_QUERY_CHARS,
-    MAX_REASON_CHARS,
-    MAX_REASON_DETAILS_CHARS,
     MAX_RETENTION_DAYS,
     MAX_TAGS,
     AccessLevel,
@@ -51,7 +46,6 @@ from mnemo.model import (
     Memory,
     MemoryType,
     Status,
-    as_utc,
     canonical_category,
     new_id,
     normalise_tags,
@@ -68,7 +62,6 @@ if TYPE_CHECKING:
     from mnemo.shared_space import SharedLimits, SharedSpace
 
 MAX_LIST_PAGE = 1_000  # list pages may be longer than recall's (spec 003 reads up to 1,000 entries)
-MAX_FILTER_VALUES = 100  # tags + categories + access levels in one query (beyond: 413)
 # Candidates taken from words and from meaning each, per recall. Relevance does not depend on the
 # other candidates, so a smaller pool only loses memories outside both top lists: 50 instead of
 # 200 left the dev sets' R@5/R@10 as they were (LoCoMo 0.632/0.730 -> 0.630/0.729) and cut recall
@@ -192,15 +185,10 @@ def _reason_text(reason: str, details: str | None) -> str:
     return reason if not details else f"{reason}: {details}"
 
 
-def _check_length(name: str, value: str | None, maximum: int) -> None:
-    if value is not None and len(value) > maximum:
-        raise InvalidInput(f"{name} is {len(value)} characters long; at most {maximum} are allowed", field=name)
-
-
 def _check_content(content: str) -> None:
     if not content.strip():
         raise InvalidInput("content must not be empty", field="content")
-    _check_length("content", content, MAX_CONTENT_CHARS)
+    bounds.fields(content=content)
 
 
 def _checked_category(category: str | None) -> str | None:
@@ -210,7 +198,7 @@ def _checked_category(category: str | None) -> str | None:
     label = category.strip()
     if not label:
         raise InvalidInput("category must not be empty", field="category")
-    _check_length("category", label, MAX_CATEGORY_CHARS)
+    bounds.fields(category=label)
     return label
 
 
@@ -311,16 +299,23 @@ class MemoryService:
         now = self.clock.now()
         _check_content(content)
         given_tags = normalise_tags(tuple(tags))
-        if len(given_tags) > MAX_TAGS:
-            raise InvalidInput(f"at most {MAX_TAGS} tags are allowed, {len(given_tags)} were given", field="tags")
+        bounds.tags(given_tags)
         _check_unit("importance", importance)
         _check_unit("confidence", confidence)
         category = _checked_category(category)
         _check_type(type)
+        bounds.fields(subject=subject, agent_name=agent_name, user_id=context.user_id,
+                      conversation_id=context.conversation_id, session_id=context.session_id)  # fmt: skip
+        bounds.listed("related_memory_ids", related_memory_ids, bounds.MAX_RELATED, bounds.MAX_ID_CHARS)
+        if path is not None:
+            paths.check_path(path)
+        metadata = bounds.metadata(dict(metadata or {}))
         subject = self._subject_spelling(subject)
-        if expires_at is not None and as_utc(expires_at) <= now:
+        expires_at = bounds.maybe_when("expires_at", expires_at)
+        if expires_at is not None and expires_at <= now:
             raise InvalidInput("expires_at is in the past", field="expires_at")
-        if timestamp is not None and as_utc(timestamp) > now + CLOCK_SKEW:
+        timestamp = bounds.maybe_when("context.timestamp", timestamp)
+        if timestamp is not None and timestamp > now + CLOCK_SKEW:
             raise InvalidInput("context.timestamp is in the future", field="context.timestamp")
         related = list(dict.fromkeys(related_memory_ids))
         self._require_existing(related)
@@ -336,7 +331,7 @@ class MemoryService:
         vector = None if vectors is None else vectors[0]
         detected = category or self.categories.detect(content, vector).value
         extra_tags = enrich.auto_tags(content, given_tags) if auto_tag else []
-        created = as_utc(timestamp) if timestamp else now
+        created = timestamp or now
         memory = Memory(
             id=new_id(),
             content=content,
@@ -353,13 +348,13 @@ class MemoryService:
             if importance is not None
             else enrich.estimate_importance(content, canonical_category(detected)),
             confidence=confidence,
-            metadata=dict(metadata or {}),
+            metadata=metadata,
             agent_name=agent_name,
             path=path,
             context=context,
             access_level=AccessLevel(access_level),
             owner=context.user_id,
-            expires_at=as_utc(expires_at) if expires_at else None,
+            expires_at=expires_at,
         )
         unique = on_duplicate != "allow"
         try:
@@ -462,6 +457,7 @@ class MemoryService:
         return self.storage.subject_spelling(subject_key(subject)) or " ".join(subject.split())
 
     def get(self, memory_id: str) -> Memory:
+        bounds.fields(memory_id=memory_id)
         memory = self.storage.get(memory_id)
         if memory is None:
             raise NotFound(f"no memory with id {memory_id}", memory_id=memory_id)
@@ -499,13 +495,10 @@ class MemoryService:
         started = time.perf_counter()
         if not query.strip():
             raise InvalidInput("query must not be empty", field="query")
-        _check_length("query", query, MAX_QUERY_CHARS)
+        bounds.fields(query=query)
         _check_unit("min_importance", min_importance)
         _check_unit("min_relevance", min_relevance)
         self._check_page(limit, offset)
-        values = len(categories or ()) + len(tags or ()) + len(access_levels or ())
-        if values > MAX_FILTER_VALUES:
-            raise TooComplex(f"the filters name {values} values; at most {MAX_FILTER_VALUES} are allowed")
         now = self.clock.now()
         filters = Filters(
             now=now,
@@ -565,8 +558,7 @@ class MemoryService:
     def _check_page(limit: int, offset: int, maximum: int = MAX_PAGE) -> None:
         if not 1 <= limit <= maximum:
             raise InvalidInput(f"limit must be between 1 and {maximum}", field="limit")
-        if offset < 0:
-            raise InvalidInput("offset must not be negative", field="offset")
+        bounds.offset(offset)
 
     # -- update ------------------------------------------------------------------------
     def update(
@@ -604,11 +596,19 @@ class MemoryService:
         if status is not None and status not in UPDATABLE_STATUSES:
             raise InvalidInput(f"status can be set to {', '.join(UPDATABLE_STATUSES)}, not {status}", field="status")
         _check_unit("importance", importance)
-        _check_length("reason", reason, MAX_REASON_CHARS)
+        bounds.fields(reason=reason)
         if merge_strategy not in ("replace", "append", "prepend"):
             raise InvalidInput(f"unknown merge_strategy {merge_strategy!r}", field="merge_strategy")
-        if expires_at not in (UNSET, None) and as_utc(expires_at) <= self.clock.now():
-            raise InvalidInput("expires_at is in the past", field="expires_at")
+        for part in (tags.add, tags.remove, tags.replace or ()) if tags is not None else ():
+            bounds.tags(part)  # an edit names no more tags than a memory may hold
+        if metadata is not None:
+            metadata = bounds.metadata(dict(metadata))
+        if path is not None:
+            paths.check_path(path)
+        if expires_at not in (UNSET, None):
+            expires_at = bounds.when("expires_at", expires_at)
+            if expires_at <= self.clock.now():
+                raise InvalidInput("expires_at is in the past", field="expires_at")
 
         # Optimistic concurrency: compute from what was read, write only if it is still current.
         # A caller that named the version it read gets a conflict; otherwise re-read and re-apply.
@@ -667,7 +667,7 @@ class MemoryService:
                 "append": f"{current.content}\n{content}",
                 "prepend": f"{content}\n{current.content}",
             }[merge_strategy]
-            _check_length("content", merged, MAX_CONTENT_CHARS)
+            bounds.text("content", merged, MAX_CONTENT_CHARS)
             changes["content"] = merged
             if auto:  # tags derived from the old words must not outlive them
                 auto = tuple(enrich.auto_tags(merged, user_tags, limit=len(auto)))
@@ -681,7 +681,7 @@ class MemoryService:
         if access_level is not None:
             changes["access_level"] = AccessLevel(access_level)
         if expires_at is not UNSET:
-            changes["expires_at"] = as_utc(expires_at) if expires_at else None
+            changes["expires_at"] = expires_at
         return changes
 
     # -- forget ------------------------------------------------------------------------
@@ -698,7 +698,7 @@ class MemoryService:
     ) -> ForgetResult:
         if reason not in ForgetReason.__members__.values():
             raise InvalidInput(f"unknown reason {reason!r}", field="reason")
-        _check_length("reason_details", reason_details, MAX_REASON_DETAILS_CHARS)
+        bounds.fields(reason_details=reason_details)
         if not 0 <= retention_period_days <= MAX_RETENTION_DAYS:
             raise InvalidInput(
                 f"retention_period_days must be between 0 and {MAX_RETENTION_DAYS}",
@@ -841,8 +841,8 @@ class MemoryService:
         """
         if limit is not None:
             self._check_page(limit, offset, MAX_LIST_PAGE)
-        elif offset < 0:
-            raise InvalidInput("offset must not be negative", field="offset")
+        else:
+            bounds.offset(offset)
         if cursor is not None and offset:
             raise InvalidInput("give either an offset or a cursor, not both", field="pagination")
         after = self._decode_cursor(cursor, sort) if cursor is not None else None
@@ -895,6 +895,8 @@ class MemoryService:
             raise InvalidInput("the cursor is not one this server gave out", field="cursor") from exc
         if not same_order:
             raise InvalidInput("the cursor belongs to a different sort order", field="cursor")
+        bounds.sql_value("cursor", position.value)  # a forged cursor must not reach SQL with what it cannot hold
+        bounds.sql_value("cursor", position.key)
         return position
 
     # -- query: filters with an optional search (spec 000) -----------------------------
@@ -926,7 +928,7 @@ class MemoryService:
         filters = self._filters(
             now, labels=labels, types=types, all_tags=all_tags, importance_bands=importance_bands, statuses=statuses
         )
-        _check_length("search", search, MAX_QUERY_CHARS)
+        bounds.fields(search=search)
         found = self.searcher.find(search, search_terms(search), filters, max(CANDIDATE_POOL, 3 * (offset + limit)))
         matches = sorted((c for c in found.candidates if c.relevance >= SEARCH_MATCH), key=lambda c: -c.relevance)
         ids = [c.memory_id for c in matches]

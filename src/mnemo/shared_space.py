@@ -25,7 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from mnemo import space_files
+from mnemo import bounds, space_files
 from mnemo.errors import Conflict, EmbeddingError, InvalidInput, MnemoError, NotFound, StorageError, reason_of
 from mnemo.model import (
     BAND_IMPORTANCE,
@@ -234,6 +234,7 @@ class SharedSpace:
         return Added(result.memory, self._rotate())
 
     def get(self, entry_id: str) -> Memory:
+        bounds.text("entry_id", entry_id, bounds.MAX_ID_CHARS)
         try:
             uuid.UUID(entry_id)
         except ValueError as exc:

@@ -62,8 +62,9 @@ def report(
     if granularity not in DEFAULT_TREND_BUCKETS:
         raise InvalidInput(f"unknown granularity {granularity!r}", field="granularity")
     scope_filters = _scope_filters(storage, scope, scope_id, now)
-    start = as_utc(time_range.start) if time_range.start else _earliest(storage, scope_filters) or now
     end = as_utc(time_range.end) if time_range.end else now
+    # Unasked, the window starts at the first memory, or at its end if every memory is dated later.
+    start = as_utc(time_range.start) if time_range.start else min(_earliest(storage, scope_filters) or now, end)
     if start > end:
         raise InvalidInput("time_range start is after its end", field="time_range")
     every = replace(scope_filters, created_from=start, created_to=end)
@@ -148,6 +149,14 @@ def _bucket_start(when: datetime, unit: Granularity) -> datetime:
 
 
 def _step(when: datetime, unit: Granularity, n: int) -> datetime:
+    """``n`` buckets on (or back); past the last representable moment, that moment (no bucket starts there)."""
+    try:
+        return _stepped(when, unit, n)
+    except (OverflowError, ValueError):
+        return datetime.max.replace(tzinfo=when.tzinfo) if n > 0 else datetime.min.replace(tzinfo=when.tzinfo)
+
+
+def _stepped(when: datetime, unit: Granularity, n: int) -> datetime:
     match unit:
         case Granularity.HOUR:
             return when + timedelta(hours=n)

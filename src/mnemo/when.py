@@ -88,7 +88,10 @@ def stretch(question: str, now: datetime) -> tuple[datetime, datetime] | None:
     if match := _AGO.search(question):
         count = int(match[1]) if match[1].isdigit() else NUMBERS[match[1].lower()]
         unit = UNITS[match[2].lower()]
-        return now - unit * (count + 0.5), now - unit * max(count - 0.5, 0)
+        try:
+            return now - unit * (count + 0.5), now - unit * max(count - 0.5, 0)
+        except OverflowError:  # "100000 years ago" is before any date: it names no stretch a memory is in
+            return None
     if match := _LAST_OR_THIS.search(question):
         return _last_or_this(match[1].lower(), match[2].lower(), now)
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)

@@ -22,14 +22,15 @@ import threading
 import time
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from mnemo import bounds
 from mnemo.errors import AlreadyActive, AlreadyArchived, ArchiveQuotaExceeded, InvalidInput, NotFound, Unprocessable
 from mnemo.lifecycle import archive_files
 from mnemo.lifecycle.settings import LifecycleSettings
-from mnemo.model import MAX_REASON_CHARS, Change, Memory, Status, canonical_category, new_id
+from mnemo.model import Change, Memory, Status, canonical_category, new_id
 from mnemo.query import Filters, Sort
 from mnemo.service import MemoryService
 
@@ -37,6 +38,7 @@ TIERS = ("cold", "glacier", "deep_archive")
 RESTORE_MODES = ("full", "metadata_only", "expedited")
 MAX_ARCHIVE_IDS = 1_000
 MAX_RESTORE_IDS = 100
+MAX_INACTIVE_DAYS = 36_500
 SAVE_BATCH = 500  # memories written per transaction
 # Restore time a tier is quoted at before this store has measured one (ms): cold is a row update,
 # glacier adds decompression, deep_archive a file read and its checksum.
@@ -131,8 +133,7 @@ class Archiver:
             memory_ids = [memory_id]
         if tier not in TIERS:
             raise InvalidInput(f"archive_tier must be one of {', '.join(TIERS)}", field="archive_tier")
-        if reason is not None and len(reason) > MAX_REASON_CHARS:
-            raise InvalidInput(f"reason is longer than {MAX_REASON_CHARS} characters", field="reason")
+        bounds.fields(reason=reason)
         now = self.service.clock.now()
         targets = self._named(memory_ids) if memory_ids is not None else self._matching(criteria, now)
         job_id = new_id()
@@ -171,11 +172,7 @@ class Archiver:
         return result
 
     def _named(self, memory_ids: Sequence[str]) -> list[Memory]:
-        ids = list(dict.fromkeys(memory_ids))
-        if not ids:
-            raise InvalidInput("memory_ids must name at least one memory", field="memory_ids")
-        if len(ids) > MAX_ARCHIVE_IDS:
-            raise InvalidInput(f"at most {MAX_ARCHIVE_IDS} memories can be archived at once", field="memory_ids")
+        ids = _ids(memory_ids, MAX_ARCHIVE_IDS)
         found = {m.id: m for m in self.service.storage.get_many(ids) if m.status is not Status.FORGOTTEN}
         missing = [i for i in ids if i not in found]
         if missing:
@@ -190,7 +187,14 @@ class Archiver:
         if all(value is None for value in (criteria.inactive_days, criteria.low_importance, criteria.categories,
                                            criteria.before_date)):  # fmt: skip
             raise InvalidInput("auto_archive_criteria needs at least one criterion", field="auto_archive_criteria")
+        if criteria.inactive_days is not None and not 1 <= criteria.inactive_days <= MAX_INACTIVE_DAYS:
+            raise InvalidInput(f"inactive_days must be between 1 and {MAX_INACTIVE_DAYS:,}", field="inactive_days")
+        if criteria.before_date is not None:
+            criteria = replace(criteria, before_date=bounds.when("before_date", criteria.before_date))
+            if criteria.before_date == bounds.MIN_TIME:  # nothing was made before the first moment mnemo keeps
+                raise Unprocessable("no memory was created before 1970-01-01", criteria=_described(criteria))
         if criteria.categories is not None:
+            bounds.listed("categories", criteria.categories, bounds.MAX_FILTER_VALUES, bounds.MAX_FILTER_CHARS)
             canonical = tuple(canonical_category(c).value for c in criteria.categories)
             criteria = Criteria(criteria.inactive_days, criteria.low_importance, canonical, criteria.before_date)
         found = [m for m, _ in self.service.storage.select(criteria.filters(now), Sort(), limit=None)]
@@ -241,8 +245,7 @@ class Archiver:
         """Bring archived memories back; nothing is written unless every one of them can be restored."""
         if mode not in RESTORE_MODES:
             raise InvalidInput(f"restore_mode must be one of {', '.join(RESTORE_MODES)}", field="restore_mode")
-        if reason is not None and len(reason) > MAX_REASON_CHARS:
-            raise InvalidInput(f"reason is longer than {MAX_REASON_CHARS} characters", field="reason")
+        bounds.fields(reason=reason)
         _one_of(memory_id=memory_id, archive_id=archive_id, memory_ids=memory_ids)
         targets = self._restorable([memory_id] if memory_id is not None else memory_ids, archive_id, mode)
         started = time.perf_counter()
@@ -280,6 +283,7 @@ class Archiver:
     def _restorable(self, memory_ids: Sequence[str] | None, archive_id: str | None, mode: str) -> list[Memory]:
         storage = self.service.storage
         if archive_id is not None:
+            bounds.text("archive_id", archive_id, bounds.MAX_ID_CHARS)
             filters = Filters(now=self.service.clock.now(), statuses=None, archive_ids=(archive_id,),
                               include_expired=True)  # fmt: skip
             found = [m for m, _ in storage.select(filters, Sort(), limit=1)]
@@ -287,11 +291,7 @@ class Archiver:
                 raise NotFound(f"no archive with id {archive_id}", archive_id=archive_id)
             targets = found
         else:
-            ids = list(dict.fromkeys(memory_ids or ()))
-            if not ids:
-                raise InvalidInput("memory_ids must name at least one memory", field="memory_ids")
-            if len(ids) > MAX_RESTORE_IDS:
-                raise InvalidInput(f"at most {MAX_RESTORE_IDS} memories can be restored at once", field="memory_ids")
+            ids = _ids(memory_ids or (), MAX_RESTORE_IDS)
             by_id = {m.id: m for m in storage.get_many(ids) if m.status is not Status.FORGOTTEN}
             missing = [i for i in ids if i not in by_id]
             if missing:
@@ -359,6 +359,14 @@ class Archiver:
         if self.settings.folder is None:
             raise Unprocessable("this store has no folder for archive files")
         return self.settings.folder
+
+
+def _ids(memory_ids: Sequence[str], most: int) -> list[str]:
+    ids = list(dict.fromkeys(memory_ids))
+    if not ids:
+        raise InvalidInput("memory_ids must name at least one memory", field="memory_ids")
+    bounds.listed("memory_ids", ids, most, bounds.MAX_ID_CHARS)
+    return ids
 
 
 def _one_of(**given: object) -> None:

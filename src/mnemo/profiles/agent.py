@@ -20,9 +20,10 @@ from typing import Annotated, Literal
 
 from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
 from mnemo import errors
+from mnemo.bounds import MAX_OFFSET
 from mnemo.model import BAND_IMPORTANCE, ImportanceBand, Memory, Status, importance_band, to_iso
 from mnemo.profiles import Omitted, Profile, hints, run
 from mnemo.query import Sort, SortField
@@ -226,9 +227,11 @@ def register(server: MCPServer, service: MemoryService) -> None:
         | Omitted = None,
         importance: Annotated[Band, Field(description="Filter by importance level")] | Omitted = None,
         category: Annotated[str, Field(description="Filter by category")] | Omitted = None,
-        archived: Annotated[bool, Field(description="Include archived memories")] = False,
+        archived: Annotated[StrictBool, Field(description="Include archived memories")] = False,
         limit: Annotated[int, Field(ge=1, le=100, description="Maximum number of results")] = 10,
-        offset: Annotated[int, Field(ge=0, description="Number of results to skip (for pagination)")] = 0,
+        offset: Annotated[
+            int, Field(ge=0, le=MAX_OFFSET, description="Number of results to skip (for pagination)")
+        ] = 0,
         sort_by: Annotated[
             SortBy, Field(description="Field to sort by (default accessed_at; with search, by relevance)")
         ]
@@ -267,7 +270,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         category: CategoryLabel | Omitted = None,
         tags: Tags | Omitted = None,
         importance: Band | Omitted = None,
-        archived: Annotated[bool, Field(description="Archive or unarchive the memory")] | Omitted = None,
+        archived: Annotated[StrictBool, Field(description="Archive or unarchive the memory")] | Omitted = None,
     ) -> UpdateMemoryResult:
         """Update an existing memory: each field given replaces the memory's (tags as a whole)."""
         result = await run(
@@ -287,7 +290,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
     @server.tool(annotations=hints("Delete memory", read_only=False, destructive=True, idempotent=True))
     async def delete_memory(
         id: Annotated[MemoryId, Field(description="UUID of the memory to delete")],
-        permanent: Annotated[bool, Field(description="If false (default), archives instead of deleting")] = False,
+        permanent: Annotated[StrictBool, Field(description="If false (default), archives instead of deleting")] = False,
     ) -> DeleteMemoryResult:
         """Delete or archive a memory: archived memories leave queries but can be restored."""
         if permanent:

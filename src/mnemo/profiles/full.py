@@ -12,9 +12,10 @@ from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from mnemo import errors, ranking
+from mnemo.bounds import MAX_OFFSET
 from mnemo.model import (
     MAX_CONTENT_CHARS,
     MAX_QUERY_CHARS,
@@ -145,7 +146,7 @@ class ListSort(_Input):
 
 class Pagination(_Input):
     limit: Annotated[int, Field(ge=1, le=100)] = 20
-    offset: Annotated[int, Field(ge=0)] = 0
+    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET)] = 0
     cursor: str | Omitted = Field(None, description="Cursor for cursor-based pagination (alternative to offset)")
 
 
@@ -391,8 +392,8 @@ def _register_core(server: MCPServer, service: MemoryService) -> None:
         filters: RecallFilters | Omitted = Field(None, description="Filtering criteria"),
         ranking: Ranking | Omitted = Field(None, description="Ranking configuration"),
         limit: Annotated[int, Field(ge=1, le=100, description="Maximum number of results")] = 10,
-        offset: Annotated[int, Field(ge=0, description="Pagination offset")] = 0,
-        include_archived: Annotated[bool, Field(description="Include archived memories")] = False,
+        offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="Pagination offset")] = 0,
+        include_archived: Annotated[StrictBool, Field(description="Include archived memories")] = False,
     ) -> RecallMemoriesResult:
         """Search across memories with multi-factor ranking based on relevance, recency, importance and use.
 
@@ -500,7 +501,7 @@ def _register_core(server: MCPServer, service: MemoryService) -> None:
             str, Field(max_length=MAX_REASON_DETAILS_CHARS, description="Additional details about the reason")
         ]
         | Omitted = None,
-        hard_delete: Annotated[bool, Field(description="Permanently delete (cannot be recovered)")] = False,
+        hard_delete: Annotated[StrictBool, Field(description="Permanently delete (cannot be recovered)")] = False,
         retention_period_days: Annotated[
             int,
             Field(
@@ -509,7 +510,7 @@ def _register_core(server: MCPServer, service: MemoryService) -> None:
                 description="Days to retain before permanent deletion (only if hard_delete=false)",
             ),
         ] = 30,
-        cascade_related: Annotated[bool, Field(description="Also forget related memories")] = False,
+        cascade_related: Annotated[StrictBool, Field(description="Also forget related memories")] = False,
     ) -> ForgetMemoryResult:
         """Soft delete a memory with reason tracking, allowing recovery until its retention ends.
 
@@ -539,9 +540,9 @@ def _register_core(server: MCPServer, service: MemoryService) -> None:
         sort: ListSort | Omitted = None,
         pagination: Pagination | Omitted = None,
         include_content: Annotated[
-            bool, Field(description="Include full content (false returns only metadata)")
+            StrictBool, Field(description="Include full content (false returns only metadata)")
         ] = True,
-        include_stats: Annotated[bool, Field(description="Include statistics for each memory")] = False,
+        include_stats: Annotated[StrictBool, Field(description="Include statistics for each memory")] = False,
     ) -> ListMemoriesResult:
         """Browse memories with filtering, sorting, and offset or cursor pagination."""
         f = filters or ListFilters()
@@ -602,7 +603,7 @@ def _register_core(server: MCPServer, service: MemoryService) -> None:
         time_range: TimeRange | Omitted = None,
         metrics: Annotated[list[Metric], Field(description="Specific metrics to retrieve (all if not specified)")]
         | Omitted = None,
-        include_trends: Annotated[bool, Field(description="Include trend analysis over time")] = False,
+        include_trends: Annotated[StrictBool, Field(description="Include trend analysis over time")] = False,
         granularity: Annotated[
             Literal["hour", "day", "week", "month"], Field(description="Time granularity for trends")
         ] = "day",

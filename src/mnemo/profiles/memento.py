@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, StrictBool
 
 from mnemo import errors, ranking
 from mnemo.model import (
@@ -257,7 +257,9 @@ def register(server: MCPServer, service: MemoryService) -> None:
             str, Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="Updated content for the memory")
         ]
         | Omitted = None,
-        mark_outdated: Annotated[bool, Field(description="If true, mark as outdated rather than updating content")]
+        mark_outdated: Annotated[
+            StrictBool, Field(description="If true, mark as outdated rather than updating content")
+        ]
         | Omitted = None,
         reason: Annotated[
             str, Field(max_length=MAX_REASON_CHARS, description="Reason for the update or why it's outdated")

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from mnemo import errors
 from mnemo.model import Memory, to_iso
@@ -142,8 +142,29 @@ def _json_capped(body: dict[str, Any], key: str, total: int, what: str = "entrie
         def with_content(n: int) -> list[Any]:
             return [{**first, "content": _cut(first["content"], n)}]
 
-        return render(with_content(_largest_fitting(lambda n: render(with_content(n)), len(first["content"]))))
-    return render(items[:kept])
+        text = render(with_content(_largest_fitting(lambda n: render(with_content(n)), len(first["content"]))))
+    else:
+        text = render(items[:kept])
+    return text if len(text) <= CHARACTER_LIMIT else _short_strings(json.loads(text))
+
+
+def _shortened(value: Any, most: int) -> Any:
+    if isinstance(value, str):
+        return _cut(value, most)
+    if isinstance(value, list):
+        return [_shortened(item, most) for item in value]
+    if isinstance(value, dict):
+        return {_cut(key, most): _shortened(item, most) for key, item in value.items()}
+    return value
+
+
+def _short_strings(body: dict[str, Any]) -> str:
+    """The last resort for what no dropping of entries made fit (a stored entry's huge tags or
+    metadata): every long text is cut, shorter and shorter, until the answer fits."""
+    most = CHARACTER_LIMIT
+    while len(text := _json(_shortened(body, most))) > CHARACTER_LIMIT and most > 0:
+        most //= 2
+    return text
 
 
 def _entries_out(found: Entries, response_format: str, head: str, max_words: int, extra: dict[str, Any]) -> str:
@@ -331,7 +352,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         query: Annotated[
             str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Search query (1-200 chars)")
         ],
-        case_sensitive: Annotated[bool, Field(description="Case-sensitive search")] = False,
+        case_sensitive: Annotated[StrictBool, Field(description="Case-sensitive search")] = False,
         response_format: Annotated[ResponseFormat, Field(description='"markdown" or "json"')] = "markdown",
         limit: Limit = None,
     ) -> str:
@@ -363,7 +384,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         annotations=hints("Clear memory", read_only=False, destructive=True, idempotent=True), structured_output=False
     )
     async def clear_memory(
-        confirm: Annotated[bool, Field(description="Must be true to proceed")],
+        confirm: Annotated[StrictBool, Field(description="Must be true to proceed")],
     ) -> str:
         """Clear all memory entries. Creates a backup file first, restorable with `mnemo restore-backup FILE`."""
         cleared = await run(space.clear, confirm)

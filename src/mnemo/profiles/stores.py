@@ -19,7 +19,7 @@ from typing import Annotated, NoReturn
 from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
 from mnemo import errors
 from mnemo.model import MAX_CONTENT_CHARS, MAX_TAGS, Memory, to_iso
@@ -36,7 +36,7 @@ MemoryPath = Annotated[
 ]
 Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS)]
 Tags = Annotated[list[str], Field(max_length=MAX_TAGS)]
-IncludeExpired = Annotated[bool, Field(description="Include expired memories")]
+IncludeExpired = Annotated[StrictBool, Field(description="Include expired memories")]
 
 
 def _absent_if_none(value: object) -> bool:
@@ -187,7 +187,7 @@ def register_stores(server: MCPServer, stores: NamedStores) -> None:
         content: Annotated[Content, Field(description="New memory content")] | Omitted = None,
         tags: Annotated[Tags, Field(description="New tags (replaces existing)")] | Omitted = None,
         expires_at: Annotated[datetime, Field(description="New expiration date (ISO 8601)")] | Omitted = None,
-        clear_expiry: Annotated[bool, Field(description="Remove expiration date")] = False,
+        clear_expiry: Annotated[StrictBool, Field(description="Remove expiration date")] = False,
     ) -> UpdateMemoryResult:
         """Update memory content or metadata; give at least one of content, tags, expires_at, clear_expiry."""
         if clear_expiry and expires_at is not None:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mnemo.bounds import stored_time
 from mnemo.errors import Conflict, CorruptedData, Duplicate, Locked, MnemoError, StorageError
 from mnemo.model import (
     CATEGORY_ALIASES,
@@ -32,7 +33,6 @@ from mnemo.model import (
     Context,
     Memory,
     Status,
-    from_iso,
     to_iso,
 )
 from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit, fold_case
@@ -96,7 +96,12 @@ def _iso(when: datetime | None) -> str | None:
 
 
 def _dt(text: str | None) -> datetime | None:
-    return None if text is None else from_iso(text)
+    return None if text is None else stored_time(text)
+
+
+def _json_value(text: str) -> Any:
+    """Stored JSON; NaN or Infinity an older version let in read as null, which JSON can carry."""
+    return json.loads(text, parse_constant=lambda _name: None)
 
 
 def _row_values(m: Memory) -> tuple[Any, ...]:
@@ -131,12 +136,12 @@ def _memory(row: sqlite3.Row | tuple[Any, ...], store: str, offset: int = 1) -> 
     return Memory(
         id=id_, store=store, path=path, content=content, type=type_, category=category, subject=subject,
         tags=tuple(json.loads(tags)), auto_tags=tuple(json.loads(auto_tags)), importance=importance,
-        confidence=confidence, agent_name=agent_name, entry_number=entry_number, metadata=json.loads(metadata),
+        confidence=confidence, agent_name=agent_name, entry_number=entry_number, metadata=_json_value(metadata),
         context=Context(user_id, conversation_id, session_id), access_level=AccessLevel(access_level),
         owner=owner, expires_at=_dt(expires_at), status=Status(status), archive_tier=archive_tier,
         forget_reason=forget_reason, forget_details=forget_details, forgotten_at=_dt(forgotten_at),
-        recoverable_until=_dt(recoverable_until), created_at=from_iso(created_at),
-        updated_at=from_iso(updated_at), accessed_at=from_iso(accessed_at),
+        recoverable_until=_dt(recoverable_until), created_at=stored_time(created_at),
+        updated_at=stored_time(updated_at), accessed_at=stored_time(accessed_at),
         access_count=access_count, version=version, archive_id=archive_id, archived_at=_dt(archived_at),
         archive_file=archive_file,
     )  # fmt: skip
@@ -149,7 +154,7 @@ def _snapshot(memory: Memory) -> str:
 
 
 def _from_snapshot(text: str, store: str) -> Memory:
-    values = json.loads(text)  # a snapshot from before a column existed has no value for it
+    values = _json_value(text)  # a snapshot from before a column existed has no value for it
     return _memory(tuple(values.get(column) for column in _COLUMN_NAMES), store, offset=0)
 
 
@@ -530,7 +535,7 @@ class SQLiteStorage:
                 " CROSS JOIN memories m ON m.rowid = k.value",
                 [json.dumps(list(keys))],
             ).fetchall()
-        return {key: RankFields(from_iso(updated), importance, count) for key, updated, importance, count in rows}
+        return {key: RankFields(stored_time(updated), importance, count) for key, updated, importance, count in rows}
 
     def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
         if not memory_ids:
@@ -636,7 +641,7 @@ class SQLiteStorage:
                 (memory_id,),
             ).fetchall()
         return [
-            Change(id=r[0], memory_id=r[1], version=r[2], action=r[3], actor=r[4], at=from_iso(r[5]),
+            Change(id=r[0], memory_id=r[1], version=r[2], action=r[3], actor=r[4], at=stored_time(r[5]),
                    reason=r[6], previous=None if r[7] is None else _from_snapshot(r[7], self.name))
             for r in rows
         ]  # fmt: skip
@@ -648,7 +653,7 @@ class SQLiteStorage:
             ).fetchone()
         if row is None:
             return None
-        return Backup(row[0], _from_snapshot(row[3], self.name), from_iso(row[1]), from_iso(row[2]))
+        return Backup(row[0], _from_snapshot(row[3], self.name), stored_time(row[1]), stored_time(row[2]))
 
     # -- paths (spec 002) ------------------------------------------------------------------
     def get_by_path(self, path: str) -> Memory | None:
