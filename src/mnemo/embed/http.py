@@ -11,21 +11,17 @@ that is not the expected shape, a vector of the wrong length) raises ``Embedding
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from mnemo import __version__
 from mnemo.embed import Vectors
 from mnemo.errors import EmbeddingError
+from mnemo.http_json import api_url, post_json
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_BATCH_SIZE = 128  # texts per request; servers cap it (OpenAI at 2048, some far lower)
-ERROR_BODY_CHARS = 300  # how much of a server's error body an EmbeddingError quotes
 
 
 class HttpEmbedder:
@@ -79,27 +75,7 @@ class HttpEmbedder:
         return self._parse(payload, len(texts))
 
     def _post(self, body: dict[str, Any]) -> Any:
-        headers = {"Content-Type": "application/json", "User-Agent": f"mnemo/{__version__}"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        request = urllib.request.Request(self._url, data=json.dumps(body).encode(), headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as error:  # before URLError: it is one
-            detail = error.read()[:ERROR_BODY_CHARS].decode(errors="replace").strip()
-            raise EmbeddingError(
-                f"embedding server at {self._url} answered {error.code}: {detail or error.reason}",
-                url=self._url,
-                status=error.code,
-            ) from error
-        except (urllib.error.URLError, TimeoutError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            raise self._error(f"could not be reached ({reason})") from error
-        try:
-            return json.loads(raw)
-        except ValueError as error:
-            raise self._error("did not answer JSON") from error
+        return post_json(self._url, body, api_key=self._api_key, timeout_s=self._timeout_s, failure=_embedding_error)
 
     def _parse(self, payload: Any, count: int) -> Vectors:
         try:
@@ -122,9 +98,9 @@ class HttpEmbedder:
 
 
 def embeddings_url(base_url: str) -> str:
-    """``{base_url}/v1/embeddings``, also when the base URL already ends in ``/v1`` (as
-    OpenAI's own ``https://api.openai.com/v1`` does)."""
-    base = base_url.rstrip("/")
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    return f"{base}/v1/embeddings"
+    """``{base_url}/v1/embeddings``, also when the base URL already ends in ``/v1``."""
+    return api_url(base_url, "embeddings")
+
+
+def _embedding_error(message: str, **details: Any) -> EmbeddingError:
+    return EmbeddingError(f"embedding {message}", **details)
