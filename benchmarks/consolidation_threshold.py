@@ -46,7 +46,7 @@ def sets_of(data: Path, embedder: LocalEmbedder) -> tuple[list[float], list[floa
             vectors = embedder.embed_documents([m["content"] for m in memories])
             for query in haystack["queries"]:
                 ids = [index[i] for i in query["relevant"] if i in index]
-                if len(ids) >= 2 and (query.get("prefer_newest") or query["kind"] in ("multi", "multi_hop", "1")):
+                if len(ids) >= 2 and (query.get("prefer_newest") or query["kind"] in ("multi", "multi-hop")):
                     related.append(weakest_link(vectors[ids]))
             users: dict[str, list[int]] = {}
             for i, m in enumerate(memories):

@@ -12,6 +12,7 @@ these, once each, into their spec's error shape. Storage adapters map driver err
     ├── AlreadyInState
     │   ├── AlreadyArchived ALREADY_ARCHIVED    archiving a memory that is archived
     │   └── AlreadyActive   ALREADY_ACTIVE      restoring a memory that is active
+    ├── TooDissimilar       MEMORIES_TOO_DISSIMILAR  memories to consolidate that are not related
     ├── Unprocessable       UNPROCESSABLE       well-formed, but not for these memories (criteria match nothing,
     │                                           a damaged archive, no synthesis model although one was required)
     ├── OperationFailed     OPERATION_FAILED    an operation failed midway and changed nothing (e.g. synthesis)
@@ -72,6 +73,10 @@ class AlreadyArchived(AlreadyInState):
 
 class AlreadyActive(AlreadyInState):
     code = "ALREADY_ACTIVE"
+
+
+class TooDissimilar(MnemoError):
+    code = "MEMORIES_TOO_DISSIMILAR"
 
 
 class Unprocessable(MnemoError):

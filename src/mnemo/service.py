@@ -287,6 +287,7 @@ class MemoryService:
         agent_name: str | None = None,
         path: str | None = None,
         actor: str | None = None,
+        reason: str | None = None,
     ) -> StoreResult:
         """Save a new memory; its category, tags and importance are derived when not given.
 
@@ -361,7 +362,7 @@ class MemoryService:
             if vector is not None and unique:
                 self._refuse_near_duplicate(memory, vector)
             memory = self.storage.insert(
-                memory, self.change(memory, "create", actor), related, unique_content=unique,
+                memory, self.change(memory, "create", actor, reason), related, unique_content=unique,
                 numbered=agent_name is not None,
             )  # fmt: skip
         except Duplicate as duplicate:

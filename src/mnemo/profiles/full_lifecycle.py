@@ -1,4 +1,4 @@
-"""Profile ``full``, continued: spec 004's lifecycle tools (archive_memory, restore_memory).
+"""Profile ``full``, continued: spec 004's lifecycle tools (consolidate, archive and restore memories).
 
 The same conventions as ``full``: the spec's inputs and outputs plus ``api_version``; errors are
 the common error object (``full.error_result``). The rules live in ``mnemo.lifecycle``.
@@ -6,14 +6,23 @@ the common error object (``full.error_result``). The rules live in ``mnemo.lifec
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+import anyio.from_thread
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from mcp.types import SamplingMessage, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
+from mnemo.errors import OperationFailed
+from mnemo.lifecycle import synthesis
 from mnemo.lifecycle.archive import MAX_ARCHIVE_IDS, MAX_RESTORE_IDS, Archiver, Criteria
-from mnemo.model import MAX_REASON_CHARS, to_iso
+from mnemo.lifecycle.consolidate import MAX_INSTRUCTIONS_CHARS, MAX_SOURCES, MIN_SOURCES, Consolidator, PreserveMetadata
+from mnemo.model import MAX_REASON_CHARS, canonical_category, to_iso
 from mnemo.profiles import Omitted, hints, run
 from mnemo.service import MemoryService
 
@@ -43,6 +52,38 @@ class AutoArchiveCriteria(BaseModel):
     def value(self) -> Criteria:
         categories = None if self.categories is None else tuple(self.categories)
         return Criteria(self.inactive_days, self.low_importance, categories, self.before_date)
+
+
+class PreserveMetadataInput(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    earliest_timestamp: bool = True
+    highest_importance: bool = True
+    all_tags: bool = True
+    all_links: bool = True
+
+    def value(self) -> PreserveMetadata:
+        return PreserveMetadata(self.earliest_timestamp, self.highest_importance, self.all_tags, self.all_links)
+
+
+class Provenance(BaseModel):
+    source_count: int
+    synthesis_method: str
+    originals_archived: bool
+    archive_ids: list[str]
+
+
+class ConsolidateMemoriesResult(_Output):
+    consolidated_memory_id: str
+    source_memory_ids: list[str]
+    content: str
+    category: str
+    tags: list[str]
+    importance: float
+    created_at: str
+    consolidated_at: str
+    provenance: Provenance
+    warnings: list[str] = Field(default_factory=list)
 
 
 class ArchivedMemoryOut(BaseModel):
@@ -87,8 +128,101 @@ MemoryId = Annotated[str, Field(min_length=1, max_length=100)]
 Reason = Annotated[str, Field(max_length=MAX_REASON_CHARS)]
 
 
+def sampling_synthesizer(ctx: Context[Any, Any]) -> synthesis.Synthesizer | None:
+    """The client's own model through MCP sampling, when this connection can carry it.
+
+    Sampling is deprecated from MCP 2026-07-28 on and 2026-era connections have no back channel
+    for it, so it is offered only on a connection whose client declared it (a legacy one).
+    """
+    session = ctx.session
+    capabilities = session.client_capabilities
+    if capabilities is None or capabilities.sampling is None or not session.can_send_request:
+        return None
+
+    async def ask(contents: Sequence[str], instructions: str | None) -> str:
+        text = synthesis.prompt(contents, instructions)
+        message = SamplingMessage(role="user", content=TextContent(type="text", text=text))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # sampling is deprecated, and the only way here
+                result = await session.create_message(
+                    [message], max_tokens=synthesis.MAX_TOKENS, system_prompt=synthesis.SYSTEM_PROMPT
+                )
+        except MCPError as error:
+            raise OperationFailed(f"synthesis by the client failed: {error}") from error
+        if not isinstance(result.content, TextContent):
+            raise OperationFailed("synthesis by the client answered with no text")
+        return synthesis.merged_text({"choices": [{"message": {"content": result.content.text}}]}, "the client")
+
+    return lambda contents, instructions: anyio.from_thread.run(ask, contents, instructions)
+
+
 def register(server: MCPServer, service: MemoryService) -> None:
     archiver = Archiver(service, service.lifecycle)
+    consolidator = Consolidator(service, archiver)
+
+    @server.tool(annotations=hints("Consolidate memories", read_only=False, destructive=False, idempotent=False))
+    async def consolidate_memories(
+        memory_ids: Annotated[
+            list[MemoryId],
+            Field(min_length=MIN_SOURCES, max_length=MAX_SOURCES, description="IDs of memories to consolidate"),
+        ],
+        consolidation_strategy: Annotated[
+            Literal["merge_all", "keep_primary", "ai_synthesis"], Field(description="How to merge the memories")
+        ],
+        ctx: Context[Any, Any],
+        primary_memory_id: Annotated[
+            MemoryId, Field(description="Primary memory to keep (required if strategy is 'keep_primary')")
+        ]
+        | Omitted = None,
+        synthesis_instructions: Annotated[
+            str, Field(max_length=MAX_INSTRUCTIONS_CHARS, description="Custom instructions for AI synthesis")
+        ]
+        | Omitted = None,
+        preserve_metadata: PreserveMetadataInput | Omitted = Field(None, description="Which metadata to preserve"),
+        keep_originals: Annotated[bool, Field(description="Keep original memories as archived versions")] = True,
+        require_synthesis: Annotated[
+            bool,
+            Field(
+                description="ai_synthesis only: fail (422) instead of merging without a language model when "
+                "none is configured and the client offers no sampling"
+            ),
+        ] = False,
+    ) -> ConsolidateMemoriesResult:
+        """Merge related or duplicate memories into a single, coherent memory with preserved provenance.
+
+        ai_synthesis uses the configured chat model (MNEMO_SYNTHESIS_URL) or the client's, through
+        sampling; with neither it merges like merge_all and says so in warnings.
+        """
+        done = await run(
+            consolidator.consolidate,
+            memory_ids,
+            consolidation_strategy,
+            primary_memory_id=primary_memory_id,
+            synthesis_instructions=synthesis_instructions,
+            preserve=(preserve_metadata or PreserveMetadataInput()).value(),
+            keep_originals=keep_originals,
+            require_synthesis=require_synthesis,
+            sampling=sampling_synthesizer(ctx) if consolidation_strategy == "ai_synthesis" else None,
+        )
+        m = done.memory
+        return ConsolidateMemoriesResult(
+            consolidated_memory_id=m.id,
+            source_memory_ids=done.source_ids,
+            content=m.content,
+            category=canonical_category(m.category).value,
+            tags=list(m.all_tags),
+            importance=m.importance,
+            created_at=to_iso(m.created_at),
+            consolidated_at=to_iso(done.consolidated_at),
+            provenance=Provenance(
+                source_count=len(done.source_ids),
+                synthesis_method=done.method,
+                originals_archived=done.originals_archived,
+                archive_ids=done.archive_ids,
+            ),
+            warnings=done.warnings,
+        )
 
     @server.tool(annotations=hints("Archive memories", read_only=False, destructive=False, idempotent=False))
     async def archive_memory(

@@ -613,6 +613,13 @@ class SQLiteStorage:
             self.purge(due, [])
         return len(due)
 
+    def add_links(self, source_id: str, target_ids: Sequence[str], at: datetime) -> None:
+        with self._write() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO links (source_id, target_id, created_at) VALUES (?, ?, ?)",
+                [(source_id, target, to_iso(at)) for target in target_ids],
+            )
+
     def linked_ids(self, memory_id: str) -> list[str]:
         with self._read() as db:
             rows = db.execute(
