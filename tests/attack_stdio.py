@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import closing
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +65,13 @@ class RawServer:
                 self._answers.put(message)
 
     def send(self, data: bytes) -> None:
+        """Write to the server; a server killed meanwhile shows as a missing answer, not an error here."""
         assert self.process.stdin is not None
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
+        try:
+            self.process.stdin.write(data)
+            self.process.stdin.flush()
+        except (BrokenPipeError, ValueError):  # ValueError: the pipe was closed
+            pass
 
     def answer(self, request_id: Any, timeout: float = ANSWER_TIMEOUT_S) -> dict[str, Any] | None:
         """The answer to that id, or None when none came in time (or the server died)."""
@@ -114,7 +118,8 @@ class RawServer:
     def close(self) -> None:
         if self.process.poll() is None:
             assert self.process.stdin is not None
-            self.process.stdin.close()
+            with suppress(BrokenPipeError):
+                self.process.stdin.close()
             try:
                 self.process.wait(timeout=ANSWER_TIMEOUT_S)
             except subprocess.TimeoutExpired:
