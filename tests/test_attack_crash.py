@@ -123,7 +123,7 @@ def _trial(home: Path, profile: str, rng: random.Random, acked: Acknowledged) ->
         if server.initialize() is None or server.request("tools/list") is None:
             return [f"a new {profile} server did not answer after the last kill"]
         step = _full_step if profile == "full" else _shared_step
-        killer = threading.Timer(rng.uniform(0.02, 0.8), server.kill)
+        killer = threading.Timer(rng.uniform(0.02, 0.5), server.kill)
         killer.start()
         while step(server, rng, acked):
             FIGURES["crash: calls before a kill"] += 1
