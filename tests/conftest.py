@@ -86,3 +86,13 @@ async def client(server: ProfileServer) -> AsyncIterator[Client]:
     yield ready.result()
     done.set()
     await task
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The attack suite's figures (calls fuzzed, kill trials, writes), printed with the results."""
+    from attack_checks import FIGURES
+
+    if FIGURES:
+        terminalreporter.section("attack suite figures")
+        for name, count in sorted(FIGURES.items()):
+            terminalreporter.write_line(f"{name}: {count}")

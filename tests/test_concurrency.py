@@ -8,6 +8,8 @@ checks the error lists are empty and counts what reached the database.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import multiprocessing
 import queue
 import traceback
@@ -16,10 +18,15 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
+from mcp.types import CallToolResult
+
+from attack_checks import FIGURES
+from attack_live import WRITES
 from mnemo.app import open_service
 from mnemo.config import Settings
 from mnemo.model import Context, Status
-from mnemo.query import Filters
+from mnemo.query import Filters, Sort
+from mnemo.server import build_server
 from mnemo.service import MemoryService
 from mnemo.storage.sqlite_schema import MIGRATIONS
 
@@ -234,5 +241,119 @@ def test_four_processes_updating_one_memory_without_expected_version_all_land(tm
         assert [c.version for c in history] == list(range(1, total + 2))
         assert [c.action for c in history] == ["create"] + ["update"] * total
         assert {c.actor for c in history[1:]} == {f"proc{i}" for i in range(PROCESSES)}
+    finally:
+        service.storage.close()
+
+
+# -- eight processes, every profile, through MCP ----------------------------------------------
+# Each child serves one profile over the one store in-process and writes through mcp.Client:
+# new memories (each answer's id is written down) and, between them, updates of one memory that
+# all children share (but those of spec 003, which updates its own entries only), so its version
+# history must hold every update.
+MIXED_PROCESSES = 8
+MIXED_PROFILES = ("full", "agent", "memento", "stores", "shared")
+UPDATE_COMMON_EVERY = 5
+MIXED_STORE = "default"  # the stores profile serves registered stores only, and default always is
+
+
+def _create(profile: str, index: int, j: int) -> tuple[str, dict[str, Any]]:
+    text = f"{MARKERS[index % len(MARKERS)]} note {j} written by process {index}"
+    return {
+        "full": ("store_memory", {"content": text}),
+        "agent": ("store_memory", {"type": "core", "content": text}),
+        "memento": ("store_memory", {"content": text, "subject": f"P{index}", "category": "fact"}),
+        "stores": ("add_memory", {"store": MIXED_STORE, "path": f"p{index}/note-{j}", "content": text}),
+        "shared": ("add_memory", {"agent_name": f"p{index}", "content": text}),
+    }[profile]
+
+
+def _update_common(profile: str, memory_id: str, line: str) -> tuple[str, dict[str, Any]]:
+    return {
+        "full": ("update_memory", {"memory_id": memory_id, "updates": {"content": line}}),
+        "agent": ("update_memory", {"id": memory_id, "content": line}),
+        "memento": ("update_memory", {"memory_id": memory_id, "new_content": line}),
+        "stores": ("update_memory", {"store": MIXED_STORE, "path": "common/counter", "content": line}),
+    }[profile]
+
+
+def _created_key(profile: str, args: dict[str, Any], result: CallToolResult) -> str:
+    """How the store names what a create call made: its id, or its path for spec 002."""
+    if profile == "stores":
+        return args["path"]
+    body = result.structured_content or json.loads(result.content[0].text)
+    return (
+        {"full": body.get("memory_id"), "agent": body.get("memory", {}).get("id")}.get(profile)
+        or body.get("id")
+        or body["entry_id"]
+    )
+
+
+async def _mcp_writes(home: str, index: int, common_id: str, writes: int) -> dict[str, Any]:
+    from mcp import Client
+
+    profile = MIXED_PROFILES[index % len(MIXED_PROFILES)]
+    server = build_server(Settings(home=Path(home), embedder="none"), profile, MIXED_STORE)
+    errors: list[str] = []
+    created: list[str] = []
+    updates = 0
+    try:
+        async with Client(server) as client:
+            for j in range(writes):
+                # spec 003 updates entries of the shared space only: its processes add entries
+                common = j % UPDATE_COMMON_EVERY == UPDATE_COMMON_EVERY - 1 and profile != "shared"
+                tool, args = (
+                    _update_common(profile, common_id, f"p{index}u{j}") if common else _create(profile, index, j)
+                )
+                try:
+                    result = await client.call_tool(tool, args)
+                except Exception as exc:  # a protocol error (spec 002) reaches the client as an exception
+                    errors.append(f"{tool} {j}: {_describe(exc)}")
+                    continue
+                if result.is_error:
+                    errors.append(f"{tool} {j}: {result.content[0].text[:300]}")
+                elif common:
+                    updates += 1
+                else:
+                    created.append(_created_key(profile, args, result))
+    finally:
+        server.close()
+    return {"index": index, "profile": profile, "errors": errors, "created": created, "updates": updates}
+
+
+def _mixed_writer(home: str, index: int, common_id: str, writes: int, start: Barrier, results: Any) -> None:
+    start.wait(timeout=CHILD_TIMEOUT_S)
+    try:
+        report = asyncio.run(_mcp_writes(home, index, common_id, writes))
+    except Exception as exc:
+        report = {"index": index, "errors": [f"worker: {_describe(exc)}"], "created": [], "updates": 0}
+    results.put(report)
+
+
+def test_eight_processes_writing_through_every_profile_lose_no_write_no_update_and_no_entry_number(tmp_path: Path):
+    home = str(tmp_path / "home")
+    setup = open_service(Settings(home=Path(home), embedder="none"), MIXED_STORE, actor="setup")
+    try:
+        common_id = setup.add_at("common/counter", "A counter every process updates").id
+    finally:
+        setup.storage.close()
+
+    reports = _run_children(_mixed_writer, [(home, i, common_id, WRITES) for i in range(MIXED_PROCESSES)])
+
+    FIGURES["concurrency: processes x writes"] += MIXED_PROCESSES * WRITES
+    assert _all_errors(reports) == []
+    service = open_service(Settings(home=Path(home), embedder="none"), MIXED_STORE, actor="checker")
+    try:
+        everything = Filters(now=service.clock.now(), statuses=None, include_expired=True)
+        stored = {m.id: m for m, _ in service.storage.select(everything, Sort(descending=False), None)}
+        paths = {m.path for m in stored.values()}
+        lost = [key for r in reports for key in r["created"] if key not in stored and key not in paths]
+        assert lost == []
+        total_updates = sum(r["updates"] for r in reports)
+        history = service.history(common_id)
+        assert [c.version for c in history] == list(range(1, total_updates + 2))
+        assert service.get(common_id).version == 1 + total_updates
+        numbers = [m.entry_number for m in stored.values() if m.entry_number is not None]
+        assert len(numbers) == len(set(numbers)), "two shared entries got the same entry number"
+        FIGURES["concurrency: writes acknowledged"] += sum(len(r["created"]) for r in reports) + total_updates
     finally:
         service.storage.close()
