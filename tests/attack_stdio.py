@@ -52,7 +52,7 @@ class RawServer:
         self.answers: dict[Any, dict[str, Any]] = {}
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        self._next_id = 0
+        self._next_id = 1_000_000  # far from the ids the hostile lines carry (11-21)
 
     def _read(self) -> None:
         assert self.process.stdout is not None

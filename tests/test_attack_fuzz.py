@@ -54,12 +54,7 @@ SEEDS: dict[str, list[tuple[str, dict[str, Any]]]] = {
         ("add_memory", {"agent_name": "claude-alpha", "content": "Reviewed the plan", "metadata": {"step": 2}}),
     ],
 }
-# Until issue 13's input-validation and file-path fixes land; remove the marks then.
-XFAIL = {
-    "full": "issue 13: edge dates (year 1, 9999-12-31T23:59:59-14:00) are accepted, then store_memory crashes",
-    "shared": "issue 13: clear_memory and health_check answers show the store's absolute path",
-}
-PROFILES = [pytest.param(p, marks=pytest.mark.xfail(reason=XFAIL[p], strict=False)) if p in XFAIL else p for p in SEEDS]
+PROFILES = list(SEEDS)
 # Failures are collected, not raised, so there is nothing to shrink; CI draws the same calls each run.
 FUZZ_SETTINGS = settings(
     max_examples=EXAMPLES,

@@ -80,16 +80,7 @@ def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
     held.close()
 
 
-# Until issue 13's transport fix lands (every request with an id gets an answer); remove the marks then.
-UNANSWERED = {
-    "lone surrogate escape",
-    "nesting 100,000 deep",
-    "fractional id",
-    "no jsonrpc member",
-    "params not an object",
-}
-NO_ANSWER = pytest.mark.xfail(reason="issue 13: requests that never get an answer", strict=False)
-CASES = [pytest.param(b, i, id=name, marks=[NO_ANSWER] if name in UNANSWERED else []) for name, b, i in LINES]
+CASES = [pytest.param(b, i, id=name) for name, b, i in LINES]
 
 
 @pytest.mark.parametrize(("line", "request_id"), CASES)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from mcp import Client
@@ -576,7 +575,8 @@ async def test_clear_backs_up_then_removes_every_entry_of_the_space_only(client,
         "cleared_at": "2026-01-15T15:00:00.000000Z",
         "message": "Successfully cleared 3 memory entries. Backup created.",
     }
-    saved = json.loads(Path(backup).read_text(encoding="utf-8"))
+    assert backup.startswith("backups/")  # relative to the store folder, which callers are not shown
+    saved = json.loads((server.service.storage.folder / backup).read_text(encoding="utf-8"))
     assert [e["content"] for e in saved["entries"]] == ["entry 0", "entry 1", "entry 2"]
     assert (await body(client, "read_memory", response_format="json"))["total_entries"] == 0
     assert server.service.get(other).status is Status.ACTIVE

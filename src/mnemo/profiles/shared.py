@@ -395,7 +395,8 @@ def register(server: MCPServer, service: MemoryService) -> None:
                 "entries_cleared": cleared.count,
                 "cleared_at": to_iso(cleared.cleared_at),
                 "message": f"Successfully cleared {cleared.count} memory entries. {backed_up}",
-                "backup_file": str(cleared.backup) if cleared.backup else None,
+                # Relative to the store's folder: a caller is not shown where the server keeps its files.
+                "backup_file": f"{cleared.backup.parent.name}/{cleared.backup.name}" if cleared.backup else None,
             }
         )
 
