@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from local_api import Behaviour, Route, serving
 from mnemo.embed.http import HttpEmbedder, embeddings_url
 from mnemo.errors import EmbeddingError
 
@@ -28,64 +26,32 @@ def raw_vector(text: str, dimension: int = DIMENSION) -> list[float]:
     return [float(b) - 100.0 for b in digest[:dimension]]
 
 
+def embeddings(behaviour: EmbeddingBehaviour) -> Route:
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        rows = [
+            {"object": "embedding", "index": i, "embedding": raw_vector(text, behaviour.dimension)}
+            for i, text in enumerate(body["input"])
+        ]
+        rows.reverse()  # servers may answer out of order; the index says where each row goes
+        return {"object": "list", "model": body["model"], "data": rows}
+
+    return answer
+
+
 @dataclass
-class Behaviour:
-    """What the server does next; tests set it, the handler reads it."""
-
-    status: int = 200
+class EmbeddingBehaviour(Behaviour):
     dimension: int = DIMENSION
-    body: bytes | None = None  # sent as is, instead of the computed answer
-    delay_s: float = 0.0
-    requests: list[dict[str, Any]] = field(default_factory=list)
-
-
-def make_handler(behaviour: Behaviour) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            behaviour.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-            time.sleep(behaviour.delay_s)
-            if self.path != "/v1/embeddings":
-                return self._send(404, b'{"error": "not found"}')
-            if behaviour.status != 200:
-                return self._send(behaviour.status, b'{"error": {"message": "model overloaded"}}')
-            if behaviour.body is not None:
-                return self._send(200, behaviour.body)
-            rows = [
-                {"object": "embedding", "index": i, "embedding": raw_vector(text, behaviour.dimension)}
-                for i, text in enumerate(body["input"])
-            ]
-            rows.reverse()  # servers may answer out of order; the index says where each row goes
-            answer = {"object": "list", "model": body["model"], "data": rows}
-            self._send(200, json.dumps(answer).encode())
-
-        def _send(self, status: int, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-            pass
-
-    return Handler
 
 
 @pytest.fixture
-def behaviour() -> Behaviour:
-    return Behaviour()
+def behaviour() -> EmbeddingBehaviour:
+    return EmbeddingBehaviour()
 
 
 @pytest.fixture
-def base_url(behaviour: Behaviour) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(behaviour))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+def base_url(behaviour: EmbeddingBehaviour) -> Iterator[str]:
+    with serving({"/v1/embeddings": embeddings(behaviour)}, behaviour) as url:
+        yield url
 
 
 def free_port() -> int:

@@ -309,6 +309,7 @@ _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
     (errors.NotFound, "MEMORY_NOT_FOUND", 404),
     (errors.Duplicate, "DUPLICATE_MEMORY", 409),
     (errors.Conflict, "CONCURRENT_MODIFICATION", 409),
+    (errors.TooDissimilar, "MEMORIES_TOO_DISSIMILAR", 409),
     (errors.AlreadyArchived, "ALREADY_ARCHIVED", 409),
     (errors.AlreadyActive, "ALREADY_ACTIVE", 409),
     (errors.Unprocessable, "UNPROCESSABLE", 422),

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import anyio.from_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.types import SamplingMessage, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -144,7 +144,7 @@ def sampling_synthesizer(ctx: Context[Any, Any]) -> synthesis.Synthesizer | None
         message = SamplingMessage(role="user", content=TextContent(type="text", text=text))
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # sampling is deprecated, and the only way here
+                warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated, and the only way to the model
                 result = await session.create_message(
                     [message], max_tokens=synthesis.MAX_TOKENS, system_prompt=synthesis.SYSTEM_PROMPT
                 )
