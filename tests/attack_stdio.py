@@ -125,8 +125,10 @@ class RawServer:
             except subprocess.TimeoutExpired:
                 self.kill()
         for pipe in (self.process.stdin, self.process.stdout):
-            if pipe is not None and not pipe.closed:
-                pipe.close()
+            # Closing stdin flushes what is buffered, which a killed server can no longer read.
+            with suppress(BrokenPipeError):
+                if pipe is not None and not pipe.closed:
+                    pipe.close()
 
 
 def check_store(folder: Path) -> list[str]:

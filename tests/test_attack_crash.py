@@ -22,6 +22,8 @@ from typing import Any
 from attack_checks import FIGURES
 from attack_live import KILLS, RANDOM
 from attack_stdio import RawServer, check_store
+from mnemo.app import open_service
+from mnemo.config import Settings
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
 
@@ -137,6 +139,10 @@ def _trial(home: Path, profile: str, rng: random.Random, acked: Acknowledged) ->
 
 def test_a_server_killed_at_random_moments_keeps_every_acknowledged_write_and_sound_files(tmp_path: Path):
     home = tmp_path / "home"
+    for store in ("full", "shared"):  # a store is made on purpose before a server may serve it
+        open_service(
+            Settings(home=home, config_dir=tmp_path / "config", embedder="none"), store, create=True
+        ).storage.close()
     rng = random.Random() if RANDOM else random.Random(13)
     acked = {"full": Acknowledged(), "shared": Acknowledged()}
     problems: list[str] = []
