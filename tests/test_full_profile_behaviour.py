@@ -662,3 +662,11 @@ async def test_stats_time_range_counts_only_memories_created_inside_it(client, p
     )
     assert body["statistics"]["count"]["total"] == 1
     assert at(body["time_range"]["start"]) == clock.now() - timedelta(days=1)
+
+
+async def test_a_refused_forget_purges_nothing_even_what_has_passed_its_retention(client, server):
+    gone = (await call(client, "store_memory", content="A note kept for no time at all"))["memory_id"]
+    await call(client, "forget_memory", memory_id=gone, retention_period_days=0)  # recoverable until now
+    refused = await client.call_tool("forget_memory", {"memory_id": gone})  # already deleted: 404
+    assert refused.is_error
+    assert server.service.storage.get(gone) is not None  # still there until a call that is carried out

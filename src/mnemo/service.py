@@ -706,10 +706,13 @@ class MemoryService:
                 field="retention_period_days",
             )
         now = self.clock.now()
-        self.storage.purge_due(now)
         primary = self.get(memory_id)
         if primary.status is Status.FORGOTTEN and not hard_delete:
             raise NotFound(f"memory {memory_id} is already deleted", memory_id=memory_id)
+        # Memories past their retention go now, not before the call is known to be valid: a refused
+        # call changes nothing.
+        self.storage.purge_due(now)
+        primary = self.get(memory_id)
         targets = [primary, *self._related(primary)] if cascade_related else [primary]
         why = _reason_text(reason, reason_details)
 
