@@ -19,6 +19,7 @@ from bounds_calls import (  # noqa: F401  # profile_server is the ``server`` fix
 )
 from mnemo.bounds import MAX_FILTER_VALUES, MAX_METADATA_CHARS, MAX_OFFSET, MAX_TAG_CHARS
 from mnemo.errors import InvalidInput
+from mnemo.shared_space import SharedSpace
 
 PROFILES = ["full", "agent", "memento", "shared", "stores"]
 NOT_REPRESENTABLE = "9999-12-31T23:59:59-14:00"  # in UTC, past the year 9999
@@ -234,7 +235,7 @@ async def test_shared_refuses_metadata_too_large_or_too_deep_and_stores_nothing(
 def test_the_engine_refuses_metadata_numbers_json_cannot_carry_in_every_profile(service, number):
     # The SDK's client sends NaN as null, so this is the engine that every profile's writes go through.
     with pytest.raises(InvalidInput, match="NaN or Infinity"):
-        service.shared.add("a", "status ok", metadata={"nested": [{"score": number}]})
+        SharedSpace(service).add("a", "status ok", metadata={"nested": [{"score": number}]})
     with pytest.raises(InvalidInput, match="NaN or Infinity"):
         service.store("status ok", metadata={"score": number})
     memory = service.store("status ok").memory

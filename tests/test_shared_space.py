@@ -28,6 +28,7 @@ from mnemo.profiles import get_profile
 from mnemo.profiles.shared import CHARACTER_LIMIT
 from mnemo.server import ProfileServer, build_server
 from mnemo.service import MemoryService
+from mnemo.shared_space import SharedSpace
 from mnemo.space_files import KEEP_BACKUPS
 from mnemo.storage.sqlite import SQLiteStorage
 from mnemo.storage.sqlite_schema import MIGRATIONS
@@ -95,7 +96,7 @@ async def test_a_shared_client_never_rotates_memories_of_other_profiles(small):
 
 # -- backups ------------------------------------------------------------------------------------
 def test_clear_keeps_the_ten_newest_backups(server, clock):
-    space = server.service.shared
+    space = SharedSpace(server.service)
     written = []
     for i in range(KEEP_BACKUPS + 2):
         space.add("bot", f"entry {i}")
@@ -107,7 +108,7 @@ def test_clear_keeps_the_ten_newest_backups(server, clock):
 
 
 def test_a_backup_restores_cleared_entries_as_they_were(server, clock):
-    space = server.service.shared
+    space = SharedSpace(server.service)
     first = space.add("claude-alpha", "first entry", tags=["a"], priority="high", metadata={"k": 1}).entry
     second = space.add("claude-beta", "second entry").entry
     cleared = space.clear(True)
@@ -129,19 +130,19 @@ def test_a_backup_restores_cleared_entries_as_they_were(server, clock):
 
 def test_a_backup_brings_back_entries_even_after_they_were_purged(server):
     service = server.service
-    entry = service.shared.add("bot", "purged soon").entry
-    cleared = service.shared.clear(True)
+    entry = SharedSpace(service).add("bot", "purged soon").entry
+    cleared = SharedSpace(service).clear(True)
     service.forget(entry.id, hard_delete=True)
     assert service.storage.get(entry.id) is None
-    assert service.shared.restore_backup(cleared.backup).restored == 1
-    assert service.shared.get(entry.id).content == "purged soon"
+    assert SharedSpace(service).restore_backup(cleared.backup).restored == 1
+    assert SharedSpace(service).get(entry.id).content == "purged soon"
 
 
 def test_a_file_that_is_not_a_backup_is_refused(server, tmp_path):
     stray = tmp_path / "notes.json"
     stray.write_text('{"entries": []}', encoding="utf-8")
     with pytest.raises(InvalidInput, match="not a backup"):
-        server.service.shared.restore_backup(stray)
+        SharedSpace(server.service).restore_backup(stray)
 
 
 def test_mnemo_restore_backup_puts_a_cleared_space_back(tmp_path, monkeypatch):
@@ -149,8 +150,8 @@ def test_mnemo_restore_backup_puts_a_cleared_space_back(tmp_path, monkeypatch):
     settings = Settings(home=tmp_path / "home", embedder="none")
     service = open_service(settings)
     try:
-        service.shared.add("bot", "keep this entry")
-        backup = service.shared.clear(True).backup
+        SharedSpace(service).add("bot", "keep this entry")
+        backup = SharedSpace(service).clear(True).backup
     finally:
         service.storage.close()
     env = {"MNEMO_HOME": str(settings.home), "MNEMO_EMBEDDER": "none"}
@@ -163,7 +164,7 @@ def test_mnemo_restore_backup_puts_a_cleared_space_back(tmp_path, monkeypatch):
 
     service = open_service(settings)
     try:
-        assert [m.content for m in service.shared.read().entries] == ["keep this entry"]
+        assert [m.content for m in SharedSpace(service).read().entries] == ["keep this entry"]
     finally:
         service.storage.close()
 
@@ -248,7 +249,7 @@ async def test_a_damaged_store_is_a_storage_corruption_error_and_fails_the_integ
 # -- the 25,000-character cap ---------------------------------------------------------------------
 def fill_long(server: ProfileServer, count: int) -> None:
     for i in range(count):
-        server.service.shared.add(f"agent-{i % 3}", f"entry {i} " + words(190), tags=["long"])
+        SharedSpace(server.service).add(f"agent-{i % 3}", f"entry {i} " + words(190), tags=["long"])
 
 
 async def test_a_long_markdown_read_ends_after_whole_entries_with_a_visible_notice(client, server):
@@ -289,7 +290,7 @@ async def test_a_short_answer_carries_no_truncation_notice(client, server):
 
 
 async def test_one_entry_longer_than_the_cap_is_cut_short_with_a_notice_in_both_formats(client, server):
-    entry = server.service.shared.add("bot", "short at first").entry
+    entry = SharedSpace(server.service).add("bot", "short at first").entry
     server.service.update(entry.id, content="x" * 40_000)  # the full profile accepts 50,000 characters
     raw = await text(client, "get_memory", entry_id=entry.id)
     assert len(raw) <= CHARACTER_LIMIT
@@ -304,9 +305,11 @@ async def test_one_entry_longer_than_the_cap_is_cut_short_with_a_notice_in_both_
 
 async def test_stats_with_thousands_of_tags_drop_the_least_used_from_tag_usage(client, server):
     for i in range(300):
-        server.service.shared.add("bot", f"entry {i}", tags=[f"a-rather-long-tag-name-{i}-{k}" for k in range(10)])
-    server.service.shared.add("bot", "popular", tags=["popular"])
-    server.service.shared.add("bot", "popular again", tags=["popular"])
+        SharedSpace(server.service).add(
+            "bot", f"entry {i}", tags=[f"a-rather-long-tag-name-{i}-{k}" for k in range(10)]
+        )
+    SharedSpace(server.service).add("bot", "popular", tags=["popular"])
+    SharedSpace(server.service).add("bot", "popular again", tags=["popular"])
     raw = await text(client, "get_memory_stats")
     assert len(raw) <= CHARACTER_LIMIT
     answer = json.loads(raw)
@@ -358,7 +361,7 @@ def test_m003_starts_the_entry_counter_after_numbers_already_given(tmp_path, mon
     upgraded = SQLiteStorage(folder)
     try:
         assert "m003_shared_space" in upgraded.applied_migrations()
-        assert MemoryService(upgraded, clock).shared.add("bot", "next").entry.entry_number == 42
+        assert SharedSpace(MemoryService(upgraded, clock)).add("bot", "next").entry.entry_number == 42
     finally:
         upgraded.close()
 
@@ -376,7 +379,9 @@ def _poster(home: str, index: int, start: Barrier, results: multiprocessing.Queu
         start.wait(timeout=60)
         service = open_service(Settings(home=Path(home), embedder="none"))
         for j in range(ADDS_PER_PROCESS):
-            numbers.append(service.shared.add(f"agent-{index}", f"status {j} from {index}").entry.entry_number or 0)
+            numbers.append(
+                SharedSpace(service).add(f"agent-{index}", f"status {j} from {index}").entry.entry_number or 0
+            )
     except Exception as exc:
         problems.append(f"{type(exc).__name__}: {exc}")
     finally:
@@ -404,7 +409,7 @@ def test_entry_numbers_from_several_processes_are_unique_and_consecutive(tmp_pat
         assert report["numbers"] == sorted(report["numbers"])
     service = open_service(Settings(home=Path(home), embedder="none"))
     try:
-        stored = sorted(m.entry_number or 0 for m in service.shared.read().entries)
+        stored = sorted(m.entry_number or 0 for m in SharedSpace(service).read().entries)
         assert stored == every
     finally:
         service.storage.close()

@@ -19,7 +19,7 @@ from mnemo.enrich import CategoryDetector
 from mnemo.errors import InvalidInput
 from mnemo.lifecycle.settings import LifecycleSettings, SynthesisEndpoint
 from mnemo.service import MemoryService
-from mnemo.shared_space import SharedLimits
+from mnemo.space_limits import SharedLimits
 from mnemo.storage import sqlite_files
 from mnemo.storage.sqlite import SQLiteStorage
 

@@ -14,8 +14,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from mnemo import bounds, enrich, paths, ranking
 from mnemo.clock import Clock, SystemClock
@@ -54,12 +53,10 @@ from mnemo.model import (
 )
 from mnemo.query import DateRange, Filters, Position, RankFields, Sort
 from mnemo.search import Searcher
+from mnemo.space_limits import SharedLimits
 from mnemo.stats import Overview, StatsReport, overview, report
 from mnemo.storage import Storage
 from mnemo.words import search_terms
-
-if TYPE_CHECKING:
-    from mnemo.shared_space import SharedLimits, SharedSpace
 
 MAX_LIST_PAGE = 1_000  # list pages may be longer than recall's (spec 003 reads up to 1,000 entries)
 # Candidates taken from words and from meaning each, per recall. Relevance does not depend on the
@@ -229,7 +226,7 @@ class MemoryService:
         actor: str = "mnemo",
     ) -> None:
         self.storage = storage
-        self.shared_limits = shared_limits
+        self.shared_limits = shared_limits or SharedLimits()  # what spec 003's shared space over this store allows
         self.lifecycle = lifecycle or LifecycleSettings()  # what mnemo.lifecycle's operations are set up with
         self.clock = clock or SystemClock()
         self.recency_half_life_days = recency_half_life_days
@@ -244,13 +241,6 @@ class MemoryService:
             if embedder is not None and storage.vector_model() is None:
                 storage.reset_vectors(embedder.name)  # a store's first model is the one it meets first
             storage.purge_due(self.clock.now())
-
-    @cached_property
-    def shared(self) -> SharedSpace:
-        """Spec 003's shared space over this store: the memories agents signed."""
-        from mnemo.shared_space import SharedLimits, SharedSpace  # it builds on this module
-
-        return SharedSpace(self, self.shared_limits or SharedLimits())
 
     def change(self, memory: Memory, action: str, actor: str | None, reason: str | None = None,
                 previous: Memory | None = None) -> Change:  # fmt: skip

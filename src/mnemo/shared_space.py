@@ -56,13 +56,6 @@ TOP = 10  # agents and tags in the stats' top lists
 MAX_RETRIES = 5  # re-reads when another process changed an entry while rotating or clearing
 
 
-@dataclass(frozen=True, slots=True)
-class SharedLimits:
-    max_words: int = 200
-    max_entries: int = 1_000
-    folder: Path | None = None  # where backups/ and archive/ go: the store's folder
-
-
 class Order(StrEnum):
     CHRONOLOGICAL = "chronological"
     REVERSE = "reverse"
@@ -159,10 +152,10 @@ class Health:
 class SharedSpace:
     """The operations of spec 003 over one service's store."""
 
-    def __init__(self, service: MemoryService, limits: SharedLimits) -> None:
+    def __init__(self, service: MemoryService) -> None:
         self.service = service
         self.storage = service.storage
-        self.limits = limits
+        self.limits = service.shared_limits
 
     # -- helpers -------------------------------------------------------------------------
     def _space(self, **conditions: Any) -> Filters:

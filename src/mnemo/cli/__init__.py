@@ -40,6 +40,7 @@ from mnemo.config import PROFILE_NAMES, Settings
 from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, to_iso
 from mnemo.query import Sort, SortField
 from mnemo.service import STATUS_NAMES
+from mnemo.shared_space import SharedSpace
 
 CATEGORY = click.Choice([c.value for c in Category])
 SCOPES = ("global", "user", "conversation", "category")
@@ -366,7 +367,7 @@ def restore_backup(backup_file: Path, store: str | None, as_json: bool) -> None:
     are; deleted ones come back as they were when the backup was written.
     """
     with _service(store) as service:
-        result = service.shared.restore_backup(backup_file)
+        result = SharedSpace(service).restore_backup(backup_file)
     if as_json:
         _dump(_plain(result))
         return

@@ -32,6 +32,7 @@ from mnemo.shared_space import (
     TOP,
     Entries,
     Health,
+    SharedSpace,
     SpaceStats,
     priority_of,
     word_count,
@@ -235,7 +236,7 @@ def error_result(error: errors.MnemoError, now: datetime) -> CallToolResult:
 
 # -- tools -------------------------------------------------------------------------------------
 def register(server: MCPServer, service: MemoryService) -> None:
-    space = service.shared
+    space = SharedSpace(service)
     max_words = space.limits.max_words
 
     @server.tool(
