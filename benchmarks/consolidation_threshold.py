@@ -4,7 +4,8 @@
 
 A set of memories is consolidated only when each of them has a cosine of at least the threshold
 with one of the others (``lifecycle.consolidate.MIN_RELATEDNESS``): one memory about something
-else makes the set "too dissimilar". Related sets come from the eval sets (``--data``): the
+else makes the set "too dissimilar". Related sets come from the eval sets (``--data DIR`` or
+``MNEMO_EVAL_DIR``): the
 memories that together answer one question (several relevant ids), and the old and new fact of a
 current-state question (``prefer_newest``). Unrelated sets are random pairs of one user's
 memories in the same haystack. Prints, per threshold, the share of related sets accepted and of
@@ -20,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from eval_data import add_data_folder, dev_files, required_folder
 from mnemo.embed.local import LocalEmbedder
 from mnemo.lifecycle.consolidate import MIN_RELATEDNESS
 
-DEFAULT_DATA = Path(__file__).parents[2] / "shared" / "eval"
 THRESHOLDS = sorted({0.1, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, MIN_RELATEDNESS})
 UNRELATED_PER_HAYSTACK = 200
 
@@ -39,8 +40,8 @@ def sets_of(data: Path, embedder: LocalEmbedder) -> tuple[list[float], list[floa
     related: list[float] = []
     unrelated: list[float] = []
     rng = random.Random(7)
-    for name in ("agent-memory-dev.json", "locomo-dev.json"):
-        for haystack in json.loads((data / name).read_text())["haystacks"]:
+    for path in dev_files(data):
+        for haystack in json.loads(path.read_text())["haystacks"]:
             memories = haystack["memories"]
             index = {m["id"]: i for i, m in enumerate(memories)}
             vectors = embedder.embed_documents([m["content"] for m in memories])
@@ -60,11 +61,9 @@ def sets_of(data: Path, embedder: LocalEmbedder) -> tuple[list[float], list[floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of the eval sets (JSON)")
+    add_data_folder(parser)
     args = parser.parse_args()
-    if not args.data.is_dir():
-        parser.error(f"no eval data in {args.data}: pass --data DIR")
-    related, unrelated = sets_of(args.data, LocalEmbedder())
+    related, unrelated = sets_of(required_folder(parser, args.data), LocalEmbedder())
     print(f"{len(related)} related sets (several memories answering one question), {len(unrelated)} random pairs")
     print(f"related weakest link p5 {np.percentile(related, 5):.3f}, p50 {np.median(related):.3f}; "
           f"random pairs p50 {np.median(unrelated):.3f}, p95 {np.percentile(unrelated, 95):.3f}\n")  # fmt: skip

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+from eval_data import EVAL_DIR_VARIABLE, dev_files, required_folder
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
@@ -37,7 +38,6 @@ from mnemo.service import RECALL_POOL, SEARCH_MATCH
 from mnemo.words import search_terms
 from recall_quality import AFTER_NEWEST, CATEGORY_MAP, end_of_day, load_haystack, parse_time
 
-DEV = [Path(__file__).parents[2] / "shared" / "eval" / name for name in ("agent-memory-dev.json", "locomo-dev.json")]
 THRESHOLD = 0.7
 
 
@@ -144,8 +144,12 @@ def matches(queries: list[Query], calibration: Calibration, threshold: float) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, nargs="*", default=DEV)
+    parser.add_argument(
+        "--data", type=Path, nargs="*", default=None,
+        help=f"eval files (default: the dev sets in ${EVAL_DIR_VARIABLE})",
+    )  # fmt: skip
     args = parser.parse_args()
+    args.data = args.data or dev_files(required_folder(parser, None))
     sets = [collect(path) for path in args.data]
     queries = [q for queries in sets for q in queries]
     fitted = best_fit(sets)

@@ -9,7 +9,7 @@ Three measurements, each printed as a table:
    rewrites of a fact (caught when refused). mnemo refuses a memory when its normalised text equals
    a stored one's, or when its cosine reaches the threshold and ``same_fact.difference`` finds no
    word that tells the two apart; the old rule (cosine and the same numbers) is shown beside it.
-2. The eval sets' memories (``--data``, the folder with agent-memory-dev.json and locomo-dev.json;
+2. The eval sets' memories (``--data`` or ``MNEMO_EVAL_DIR``: the folder of agent-memory-dev.json and locomo-dev.json;
    every memory there is a distinct fact): the share whose nearest other memory of the same user
    would be refused.
 
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eval_data import add_data_folder, data_folder, dev_files
 from fact_pairs import DEV, VALIDATION, Pair, pairs
 from mnemo.embed.local import LocalEmbedder
 from mnemo.model import normalise_text
@@ -34,7 +35,6 @@ from mnemo.search import NEAR_DUPLICATE
 
 THRESHOLDS = tuple(sorted({0.90, 0.92, 0.94, 0.95, 0.97, NEAR_DUPLICATE}))
 OLD_THRESHOLD = 0.95  # the rule before same_fact: this cosine and the same numbers
-DEFAULT_DATA = Path(__file__).parents[2] / "shared" / "eval"
 
 
 def numbers_in(text: str) -> list[str]:
@@ -79,8 +79,8 @@ def pair_table(title: str, items: list[Pair], cos: np.ndarray) -> None:
 def eval_memories(data: Path, embedder: LocalEmbedder) -> None:
     flagged: dict[float, int] = dict.fromkeys(THRESHOLDS, 0)
     total = 0
-    for name in ("agent-memory-dev.json", "locomo-dev.json"):
-        for haystack in json.loads((data / name).read_text())["haystacks"]:
+    for path in dev_files(data):
+        for haystack in json.loads(path.read_text())["haystacks"]:
             memories = [m["content"] for m in haystack["memories"]]
             users = np.array([m.get("user_id") or "" for m in haystack["memories"]])
             vectors = embedder.embed_documents(memories)
@@ -101,14 +101,17 @@ def eval_memories(data: Path, embedder: LocalEmbedder) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of the eval sets (JSON)")
+    add_data_folder(parser)
     args = parser.parse_args()
     embedder = LocalEmbedder()
     for title, templates in (("fact_pairs DEV", DEV), ("fact_pairs VALIDATION (never tuned on)", VALIDATION)):
         items = pairs(templates)
         pair_table(f"{title}: {len(items):,} pairs", items, cosines(embedder, items))
-    if args.data.is_dir():
-        eval_memories(args.data, embedder)
+    folder = data_folder(args.data)
+    if folder is None:
+        print("\n(no eval folder given: --data DIR or MNEMO_EVAL_DIR; the eval sets' part is left out)")
+    else:
+        eval_memories(folder, embedder)
     print(f"\nmnemo's setting: threshold {NEAR_DUPLICATE} with same_fact.difference.")
 
 

@@ -1,10 +1,11 @@
 """Search quality of mnemo's recall on an evaluation set; prints a table or one JSON object.
 
-    python benchmarks/recall_quality.py --data /work/shared/eval/locomo-dev.json
-    python benchmarks/recall_quality.py --data /work/shared/eval/agent-memory-dev.json --json
+    python benchmarks/recall_quality.py --data locomo-dev.json
+    python benchmarks/recall_quality.py --data agent-memory-dev.json --json
     python benchmarks/recall_quality.py --data FILE --limit-haystacks 1 --kinds paraphrase,keyword
 
-The data format and the metrics are those of the eval README (``/work/shared/eval/README.md``).
+The data format and the metrics are README.md's "Evaluation data" (``benchmarks/build_locomo.py``
+builds LoCoMo's file from its public JSON).
 Each haystack gets a fresh store in a temporary directory and a ``ManualClock``; its memories go
 in through ``MemoryService.store`` with their own dates and *without* their category, so that
 enrichment detects it; then every query is asked through ``MemoryService.recall`` (limit 10).
@@ -422,7 +423,7 @@ def report_table(run: Run) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True, help="an eval file (see /work/shared/eval/README.md)")
+    parser.add_argument("--data", type=Path, required=True, help='an eval file (README.md, "Evaluation data")')
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--limit-haystacks", type=int, default=None, metavar="N", help="only the first N haystacks")
     parser.add_argument("--kinds", default=None, help="comma-separated query kinds to ask (default: all)")

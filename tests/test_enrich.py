@@ -222,11 +222,23 @@ def test_the_fitted_readout_is_kept_so_a_second_process_embeds_no_prototypes(tmp
             Counting.calls += 1
             return super().embed_documents(texts)
 
-    first = enrich.CategoryDetector(Counting(), cache_dir=tmp_path)
+    first = enrich.CategoryDetector(Counting(), cache_dirs=[tmp_path])
     first.load()
     assert Counting.calls == 1
-    second = enrich.CategoryDetector(Counting(), cache_dir=tmp_path)
+    second = enrich.CategoryDetector(Counting(), cache_dirs=[tmp_path])
     second.load()
     assert Counting.calls == 1
     vector = FakeEmbedder().embed_query("Emma loves strawberries")
     assert first.detect("Emma loves strawberries", vector) == second.detect("Emma loves strawberries", vector)
+
+
+def test_the_readout_is_read_from_any_folder_and_kept_in_the_first_that_takes_it(tmp_path: Path) -> None:
+    from mnemo.embed.fake import FakeEmbedder
+
+    shipped, home = tmp_path / "model", tmp_path / "home"
+    shipped.write_text("a file where a folder should be: nothing can be kept in it")
+    enrich.CategoryDetector(FakeEmbedder(), [shipped, home]).load()
+    kept = list(home.glob("category-readout-*.npz"))
+    assert len(kept) == 1
+    assert enrich.CategoryDetector(FakeEmbedder(), [tmp_path / "elsewhere", home]).load()
+    assert not (tmp_path / "elsewhere").exists()  # read back from home: nothing fitted, nothing written

@@ -253,3 +253,23 @@ def test_the_overview_counts_types_bands_tags_and_finds_the_most_accessed(servic
     assert summary.top_tags[0] == ("python", 2)
     assert summary.most_accessed is not None and summary.most_accessed.id == a.id
     assert summary.storage_bytes > 0
+
+
+def test_a_new_memory_is_created_at_the_moment_its_create_record_names(settings, clock: ManualClock):
+    from datetime import datetime
+
+    from mnemo.app import open_service
+
+    class Ticking(ManualClock):
+        """Moves a second at every reading, as a slow first embedding would between two readings."""
+
+        def now(self) -> datetime:
+            self.advance(seconds=1)
+            return super().now()
+
+    service = open_service(settings, clock=Ticking(clock.now()))
+    try:
+        memory = service.store("Keeps the spare key under the blue pot").memory
+        assert [change.at for change in service.storage.history(memory.id)] == [memory.created_at]
+    finally:
+        service.storage.close()

@@ -379,12 +379,20 @@ async def test_delete_returns_the_specs_fields_and_counts_what_remains(client, s
     assert server.service.get(entry_id).status is Status.FORGOTTEN  # soft: recoverable, nothing lost
 
 
-async def test_deleting_twice_is_not_found_the_second_time(client, server):
+async def test_deleting_twice_answers_the_same_and_changes_nothing_the_second_time(client, server, clock):
+    entry_id = (await add(client))["entry_id"]
+    first = await body(client, "delete_memory", entry_id=entry_id)
+    before = everything(server)
+    clock.advance(minutes=5)
+    assert await body(client, "delete_memory", entry_id=entry_id) == first  # spec 003: idempotent
+    assert everything(server) == before
+
+
+async def test_a_deleted_entry_is_gone_for_every_other_tool(client):
     entry_id = (await add(client))["entry_id"]
     await body(client, "delete_memory", entry_id=entry_id)
-    before = everything(server)
-    assert entry_id in await error(client, "delete_memory", entry_id=entry_id)
-    assert everything(server) == before
+    assert entry_id in await error(client, "get_memory", entry_id=entry_id)
+    assert entry_id in await error(client, "update_memory", entry_id=entry_id, priority="low")
 
 
 # -- get_memory ---------------------------------------------------------------------------------

@@ -62,6 +62,16 @@ def lifecycle_settings(folder: Path, settings: Settings) -> LifecycleSettings:
     return LifecycleSettings(folder, settings.archive_quota_bytes, settings.archive_prices, endpoint)
 
 
+def readout_folders(settings: Settings) -> tuple[Path, ...]:
+    """Where the category read-out fitted to the model is looked for: beside the local model's
+    files (``mnemo setup`` fits it there), then in the home's cache."""
+    if settings.embedder == "local":
+        from mnemo.embed.model_files import default_model_dir
+
+        return (settings.model_dir or default_model_dir(), settings.cache_dir)
+    return (settings.cache_dir,)
+
+
 def open_service(
     settings: Settings | None = None,
     store: str | None = None,
@@ -81,7 +91,7 @@ def open_service(
         storage,
         clock,
         chosen,
-        CategoryDetector(chosen, cache_dir=settings.cache_dir),
+        CategoryDetector(chosen, readout_folders(settings)),
         recency_half_life_days=settings.recency_half_life_days,
         max_memories=settings.max_memories,
         shared_limits=SharedLimits(settings.shared_max_words, settings.shared_max_entries, folder),

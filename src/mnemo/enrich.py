@@ -22,13 +22,15 @@ in view, so it flatters them; on 90 fresh sentences written apart from it the ru
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -38,6 +40,8 @@ from mnemo.category_prototypes import PROTOTYPES
 from mnemo.embed import Embedder, Vectors
 from mnemo.model import Category
 from mnemo.words import STOPWORDS, words
+
+log = logging.getLogger(__name__)
 
 # A restriction (an allergy, a diet, a budget cap, a ban) limits what the agent may suggest or do;
 # spec 004 has no such category, and the nearest is instruction: a rule to respect when acting.
@@ -324,20 +328,31 @@ class _Prototypes:
         return cls(*_fit_softmax(vectors, labels, len(KINDS)))
 
     @classmethod
-    def cached(cls, embedder: Embedder, cache_dir: Path | None) -> _Prototypes:
-        """Fitted once per model and prototype set, then read back (embedding 245 texts takes ~0.5 s)."""
-        if cache_dir is None:
-            return cls.fit(embedder)
+    def cached(cls, embedder: Embedder, cache_dirs: Sequence[Path]) -> _Prototypes:
+        """Fitted once per model and prototype set, then read back from the first folder that has it.
+
+        Embedding 245 texts and fitting takes about a second of CPU (more on a busy machine), so
+        ``mnemo setup`` fits it beside the model files and a new home never pays for it. A fit made
+        here is kept in the first folder that takes the file; if none does, it is still used.
+        """
         recipe = json.dumps([embedder.name, PROTOTYPES, FIT_STEPS, FIT_STEP_SIZE, FIT_L2], sort_keys=True)
-        path = cache_dir / f"category-readout-{hashlib.sha256(recipe.encode()).hexdigest()[:16]}.npz"
-        if path.exists():
-            with np.load(path) as saved:
-                return cls(saved["weights"], saved["bias"])
+        name = f"category-readout-{hashlib.sha256(recipe.encode()).hexdigest()[:16]}.npz"
+        for folder in cache_dirs:
+            if (folder / name).exists():
+                with np.load(folder / name) as saved:
+                    return cls(saved["weights"], saved["bias"])
+        log.info("fitting the category read-out to %s (once; `mnemo setup` does it ahead)", embedder.name)
         fitted = cls.fit(embedder)
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp.npz")  # another process may write it too
-        np.savez(partial, weights=fitted.weights, bias=fitted.bias)
-        os.replace(partial, path)
+        for folder in cache_dirs:
+            partial = folder / f"{name}.{os.getpid()}.tmp.npz"  # another process may write it too
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                np.savez(partial, weights=fitted.weights, bias=fitted.bias)
+                os.replace(partial, folder / name)
+                break
+            except OSError:  # a read-only folder (or no folder at all): try the next
+                with contextlib.suppress(OSError):
+                    partial.unlink(missing_ok=True)
         return fitted
 
     def log_probabilities(self, vector: Vectors) -> np.ndarray:
@@ -353,15 +368,16 @@ class CategoryDetector:
     lock; if the embedder fails then, detection falls back on the rules and tries again next time.
     """
 
-    def __init__(self, embedder: Embedder | None, cache_dir: Path | None = None) -> None:
+    def __init__(self, embedder: Embedder | None, cache_dirs: Sequence[Path] = ()) -> None:
         self.embedder = embedder
-        self.cache_dir = cache_dir
+        self.cache_dirs = tuple(cache_dirs)
         self._prototypes: _Prototypes | None = None
         self._lock = threading.Lock()
 
-    def load(self) -> None:
-        """Embed and fit the prototypes now (say, on a server's warm-up thread) rather than on first use."""
-        self._loaded()
+    def load(self) -> bool:
+        """Embed and fit the prototypes now (say, on a server's warm-up thread) rather than on first use;
+        False when there is no model or it failed."""
+        return self._loaded() is not None
 
     def _loaded(self) -> _Prototypes | None:
         if self.embedder is None:
@@ -370,7 +386,7 @@ class CategoryDetector:
             with self._lock:
                 if self._prototypes is None:
                     try:
-                        self._prototypes = _Prototypes.cached(self.embedder, self.cache_dir)
+                        self._prototypes = _Prototypes.cached(self.embedder, self.cache_dirs)
                     except Exception:  # the model's failure must not stop a memory being stored
                         return None
         return self._prototypes

@@ -68,7 +68,7 @@ class Calibration:
         return (1.0 - (1.0 - OTHER_SUBJECT) * features[:, 2]) / (1.0 + np.exp(-z))
 
 
-# Fitted by benchmarks/fit_relevance.py on shared/eval/*-dev.json with all-MiniLM-L6-v2 (1,505
+# Fitted by benchmarks/fit_relevance.py on the dev sets (README: "Evaluation data") with all-MiniLM-L6-v2 (1,505
 # queries, recall's 122k candidates; ranking by relevance R@5 0.844 on agent-memory, 0.611 on
 # LoCoMo). At 0.7 it keeps the right answer of 60% of agent-memory's questions (LoCoMo 62%) and
 # rejects 8 of its 10 unanswerable ones; one of the two left asks about an attribute of a known

@@ -243,14 +243,14 @@ class MemoryService:
             storage.purge_due(self.clock.now())
 
     def change(self, memory: Memory, action: str, actor: str | None, reason: str | None = None,
-                previous: Memory | None = None) -> Change:  # fmt: skip
+               previous: Memory | None = None, at: datetime | None = None) -> Change:  # fmt: skip
         return Change(
             id=new_id(),
             memory_id=memory.id,
             version=memory.version,
             action=action,
             actor=actor or memory.context.user_id or self.actor,
-            at=self.clock.now(),
+            at=at or self.clock.now(),
             reason=reason,
             previous=previous,
         )
@@ -352,7 +352,7 @@ class MemoryService:
             if vector is not None and unique:
                 self._refuse_near_duplicate(memory, vector)
             memory = self.storage.insert(
-                memory, self.change(memory, "create", actor, reason), related, unique_content=unique,
+                memory, self.change(memory, "create", actor, reason, at=now), related, unique_content=unique,
                 numbered=agent_name is not None,
             )  # fmt: skip
         except Duplicate as duplicate:

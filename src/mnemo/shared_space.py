@@ -294,7 +294,16 @@ class SharedSpace:
         return Updated(self.service.update(entry_id, **changes).memory, fields)
 
     def delete(self, entry_id: str) -> Deleted:
-        """Soft-delete an entry (recoverable like any forgotten memory); deleting it again is NotFound."""
+        """Soft-delete an entry (recoverable like any forgotten memory).
+
+        Deleting twice is the same result (spec 003 calls it idempotent): while the deleted entry
+        is still held, a second delete changes nothing and answers as the first did.
+        """
+        bounds.text("entry_id", entry_id, bounds.MAX_ID_CHARS)
+        held = self.storage.get(entry_id)
+        if held is not None and held.agent_name is not None and held.status is Status.FORGOTTEN:
+            deleted_at = held.forgotten_at or held.updated_at
+            return Deleted(held, deleted_at, self.storage.count(self._space()))
         entry = self.get(entry_id)
         result = self.service.forget(entry_id, reason=ForgetReason.USER_REQUEST, reason_details="delete_memory")
         return Deleted(entry, result.deleted_at, self.storage.count(self._space()))

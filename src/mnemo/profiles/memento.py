@@ -29,7 +29,7 @@ from mnemo.model import (
     memento_category,
     to_iso,
 )
-from mnemo.profiles import Omitted, Profile, hints, run
+from mnemo.profiles import Omitted, Profile, counts_access, hints, run
 from mnemo.service import MemoryService
 
 # The spec's enum, in its order; the same names as model.MEMENTO_CATEGORIES (a test checks).
@@ -199,7 +199,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         )
         return StoredMemory(**_shown(result.memory), already_stored=result.existing)
 
-    @server.tool(annotations=hints("Search memories", read_only=True, destructive=False, idempotent=True))
+    @server.tool(annotations=counts_access("Search memories"))
     async def search_memories(
         query: Annotated[
             str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Natural language query to search for")
