@@ -5,6 +5,7 @@ these, once each, into their spec's error shape. Storage adapters map driver err
 
     MnemoError
     ├── InvalidInput        INVALID_INPUT       bad argument; nothing was changed
+    ├── Forbidden           FORBIDDEN           the caller may not: another user's memory or scope
     ├── NotFound            NOT_FOUND           no such memory
     │   └── ScopeNotFound   SCOPE_NOT_FOUND     no memories carry that user or conversation id
     ├── Duplicate           DUPLICATE           the same content is already stored
@@ -41,6 +42,10 @@ class MnemoError(Exception):
 
 class InvalidInput(MnemoError):
     code = "INVALID_INPUT"
+
+
+class Forbidden(MnemoError):
+    code = "FORBIDDEN"
 
 
 class NotFound(MnemoError):

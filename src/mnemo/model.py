@@ -86,6 +86,9 @@ class AccessLevel(StrEnum):
     SHARED = "shared"
 
 
+READABLE_BY_ALL = (AccessLevel.SHARED.value, AccessLevel.PUBLIC.value)  # any authenticated user reads these
+
+
 class ForgetReason(StrEnum):
     USER_REQUEST = "user_request"
     PRIVACY = "privacy"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 
-from mnemo import bounds
+from mnemo import bounds, caller
 from mnemo.errors import InvalidInput
 from mnemo.model import Status
 
@@ -70,6 +70,9 @@ class Filters:
     archive_ids: tuple[str, ...] | None = None
     contains: TextMatch | None = None
     include_expired: bool = False
+    # Only memories this user owns, or shared/public ones (None: all). It defaults to what the
+    # authenticated caller of the running call may read (``mnemo.caller``): no query forgets it.
+    visible_to: str | None = field(default_factory=caller.viewer)
 
     def __post_init__(self) -> None:
         # Every query reaches storage through here: a caller's values are bounded before SQL sees them.
@@ -84,7 +87,7 @@ class Filters:
         return any(getattr(self, f.name) is not None for f in fields(self) if f.name not in _NOT_ATTRIBUTES)
 
 
-_NOT_ATTRIBUTES = {"now", "statuses", "include_expired"}
+_NOT_ATTRIBUTES = {"now", "statuses", "include_expired", "visible_to"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,11 @@ from mnemo.app import open_service
 from mnemo.clock import Clock
 from mnemo.config import Settings
 from mnemo.errors import EmbeddingError, InvalidInput, MnemoError, StorageError
+from mnemo.keys import KeyRing
 from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
 from mnemo.profiles.arguments import keep_strings_literal
+from mnemo.serve.options import HttpOptions
 from mnemo.serve.stdio import guarded_stdio
 from mnemo.service import MemoryService
 
@@ -111,15 +113,19 @@ def build_server(
     return ProfileServer(chosen, service, stores)
 
 
-def configure_logging(settings: Settings) -> None:
+def configure_logging(
+    settings: Settings, formatter: logging.Formatter | None = None, request_ids: logging.Filter | None = None
+) -> None:
     """Logs go to stderr and a rotating file in the data dir; stdout belongs to the protocol."""
     settings.log_file.parent.mkdir(parents=True, exist_ok=True)
-    formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    formatter = formatter or logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     to_file = logging.handlers.RotatingFileHandler(settings.log_file, maxBytes=10_000_000, backupCount=5)
     to_stderr = logging.StreamHandler(sys.stderr)
     root = logging.getLogger()
     for handler in (to_file, to_stderr):
         handler.setFormatter(formatter)
+        if request_ids is not None:
+            handler.addFilter(request_ids)
         root.addHandler(handler)
     root.setLevel(settings.log_level.upper())
 
@@ -155,6 +161,18 @@ class WarmUpAfterHandshake:
             self._started = True
             threading.Thread(target=_warm_up, args=(self._service,), name="mnemo-warm-up", daemon=True).start()
         return await call_next(ctx)
+
+
+def serve_http(settings: Settings, options: HttpOptions, profile: str | None = None, store: str | None = None) -> None:
+    """Serve over streamable HTTP (``mnemo.serve.http``) until stopped; logs are JSON lines."""
+    from mnemo.serve import http  # uvicorn and starlette load only for this transport
+
+    configure_logging(settings, http.JsonLines(), http.RequestIdFilter())
+    server = build_server(settings, profile, store)
+    try:
+        http.run(server, KeyRing(settings.home), options, lambda: _warm_up(server.service))
+    finally:
+        server.close()
 
 
 def serve(settings: Settings, profile: str | None = None, store: str | None = None) -> None:

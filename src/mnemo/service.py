@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from mnemo import bounds, enrich, paths, ranking
+from mnemo import access, bounds, enrich, paths, ranking
 from mnemo.clock import Clock, SystemClock
 from mnemo.embed import Embedder, Vectors
 from mnemo.errors import (
@@ -225,7 +225,7 @@ class MemoryService:
         lifecycle: LifecycleSettings | None = None,
         actor: str = "mnemo",
     ) -> None:
-        self.storage = storage
+        self.storage: Storage = cast(Storage, access.ScopedStorage(storage))  # reads by id: the caller's view
         self.shared_limits = shared_limits or SharedLimits()  # what spec 003's shared space over this store allows
         self.lifecycle = lifecycle or LifecycleSettings()  # what mnemo.lifecycle's operations are set up with
         self.clock = clock or SystemClock()
@@ -244,6 +244,8 @@ class MemoryService:
 
     def change(self, memory: Memory, action: str, actor: str | None, reason: str | None = None,
                previous: Memory | None = None, at: datetime | None = None) -> Change:  # fmt: skip
+        """The record of a write to ``memory``; Forbidden if the running call's caller may not write it."""
+        access.check_writable(memory)
         return Change(
             id=new_id(),
             memory_id=memory.id,
@@ -295,6 +297,7 @@ class MemoryService:
         _check_unit("confidence", confidence)
         category = _checked_category(category)
         _check_type(type)
+        context = access.own_context(context)
         bounds.fields(subject=subject, agent_name=agent_name, user_id=context.user_id,
                       conversation_id=context.conversation_id, session_id=context.session_id)  # fmt: skip
         bounds.listed("related_memory_ids", related_memory_ids, bounds.MAX_RELATED, bounds.MAX_ID_CHARS)
@@ -490,6 +493,7 @@ class MemoryService:
         _check_unit("min_importance", min_importance)
         _check_unit("min_relevance", min_relevance)
         self._check_page(limit, offset)
+        access.check_scope(user_id, "filters.user_id")
         now = self.clock.now()
         filters = Filters(
             now=now,
@@ -703,7 +707,9 @@ class MemoryService:
         # call changes nothing.
         self.storage.purge_due(now)
         primary = self.get(memory_id)
-        targets = [primary, *self._related(primary)] if cascade_related else [primary]
+        # a cascade follows links into the caller's own memories only: a teammate's shared memory stays
+        related = [m for m in self._related(primary) if access.in_own_space(m)] if cascade_related else []
+        targets = [primary, *related]
         why = _reason_text(reason, reason_details)
 
         if hard_delete:
@@ -766,6 +772,7 @@ class MemoryService:
         include_expired: bool = False,
     ) -> Filters:  # fmt: skip
         """The storage filters of a list, query or overview, after checking each value."""
+        access.check_scope(user_id)
         _check_unit("importance_range.min", importance_min)
         _check_unit("importance_range.max", importance_max)
         if importance_min is not None and importance_max is not None and importance_min > importance_max:
@@ -1004,8 +1011,8 @@ class MemoryService:
         return paths.Level(category, memories, {paths.prefix(category) + name: n for name, n in below.items()}, now)
 
     def prune_expired(self) -> Sequence[Memory]:
-        """Forget every expired memory that has a path (reason "expired"); returns them."""
-        expired = self.storage.expired_with_path(self.clock.now())
+        """Forget every expired memory that has a path (reason "expired") in the caller's space; returns them."""
+        expired = [m for m in self.storage.expired_with_path(self.clock.now()) if access.in_own_space(m)]
         return [m for m in expired if self._forget_if_there(m.id, ForgetReason.EXPIRED)]
 
     def _forget_if_there(self, memory_id: str, reason: str) -> bool:

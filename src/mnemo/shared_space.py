@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemo import bounds, space_files
+from mnemo.access import in_own_space
+from mnemo.caller import viewer
 from mnemo.errors import Conflict, EmbeddingError, InvalidInput, MnemoError, NotFound, StorageError, reason_of
 from mnemo.model import (
     BAND_IMPORTANCE,
@@ -160,7 +162,9 @@ class SharedSpace:
     # -- helpers -------------------------------------------------------------------------
     def _space(self, **conditions: Any) -> Filters:
         """The active entries agents signed, with more conditions if given."""
-        return Filters(now=self.service.clock.now(), statuses=(Status.ACTIVE,), has_agent=True, **conditions)
+        # Over HTTP each user has a space of their own: the entries they (their agents) wrote.
+        return Filters(now=self.service.clock.now(), statuses=(Status.ACTIVE,), has_agent=True, user_id=viewer(),
+                       **conditions)  # fmt: skip
 
     @property
     def _folder(self) -> Path:
@@ -233,7 +237,7 @@ class SharedSpace:
         except ValueError as exc:
             raise InvalidInput(f"invalid entry_id format: {entry_id!r} is not a UUID", field="entry_id") from exc
         memory = self.storage.get(entry_id)
-        if memory is None or memory.agent_name is None or memory.status is Status.FORGOTTEN:
+        if memory is None or memory.agent_name is None or memory.status is Status.FORGOTTEN or not in_own_space(memory):
             raise NotFound(f"no entry {entry_id} in the shared memory", memory_id=entry_id)
         if memory.status is not Status.ACTIVE:
             where = " (rotated into the archive)" if memory.archive_tier == "rotated" else ""
@@ -301,7 +305,7 @@ class SharedSpace:
         """
         bounds.text("entry_id", entry_id, bounds.MAX_ID_CHARS)
         held = self.storage.get(entry_id)
-        if held is not None and held.agent_name is not None and held.status is Status.FORGOTTEN:
+        if held is not None and held.agent_name is not None and held.status is Status.FORGOTTEN and in_own_space(held):
             deleted_at = held.forgotten_at or held.updated_at
             return Deleted(held, deleted_at, self.storage.count(self._space()))
         entry = self.get(entry_id)

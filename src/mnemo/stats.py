@@ -10,6 +10,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from mnemo import access
+from mnemo.caller import viewer
 from mnemo.errors import InvalidInput, ScopeNotFound
 from mnemo.model import Category, Memory, Status, as_utc
 from mnemo.query import DateRange, Filters, Sort, SortField
@@ -83,7 +85,8 @@ def _scope_filters(storage: Storage, scope: str, scope_id: str | None, now: date
             return base
         case "user":
             # Without an id, "user" is the caller; a local (stdio) caller owns the whole store.
-            filters = replace(base, user_id=scope_id)
+            access.check_scope(scope_id, "scope_id")
+            filters = replace(base, user_id=scope_id or viewer())
         case "conversation":
             if not scope_id:
                 raise InvalidInput("scope 'conversation' needs a scope_id", field="scope_id")

@@ -35,11 +35,13 @@ from mnemo.cli.common import (
     json_option,
     store_option,
 )
+from mnemo.cli.keys import keys_group
 from mnemo.cli.stores import stores_group
 from mnemo.config import PROFILE_NAMES, Settings
 from mnemo.enrich import CategoryDetector
 from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, to_iso
 from mnemo.query import Sort, SortField
+from mnemo.serve.options import DEFAULT_PORT, HttpOptions
 from mnemo.service import STATUS_NAMES
 from mnemo.shared_space import SharedSpace
 
@@ -66,8 +68,31 @@ def cli(store: str | None) -> None:
     help="Tool surface to serve (default: MNEMO_PROFILE or full).",
 )
 @click.option("--store", default=None, help="Store to serve (default: MNEMO_STORE or default).")
-def serve(profile: str | None, store: str | None) -> None:
-    """Serve MCP on stdio (for Claude Desktop, Claude Code, Cursor...)."""
+@click.option("--http", "over_http", is_flag=True, help="Serve MCP over streamable HTTP instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True, help="HTTP: port.")
+@click.option("--stateless", is_flag=True, help="HTTP: no sessions for 2025-era clients either (load balancing).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, help="HTTP: a Host header to accept (name:port).")
+def serve(
+    profile: str | None,
+    store: str | None,
+    over_http: bool,
+    host: str,
+    port: int,
+    stateless: bool,
+    allowed_hosts: tuple[str, ...],
+) -> None:
+    """Serve MCP on stdio (for Claude Desktop, Claude Code, Cursor...) or, with --http, to a team.
+
+    Over HTTP the endpoint is http://HOST:PORT/mcp; once a key exists (mnemo keys create) every
+    request needs one. Listening beyond loopback without a key is refused.
+    """
+    if over_http:
+        from mnemo.server import serve_http
+
+        options = HttpOptions(host, port, stateless, allowed_hosts)
+        serve_http(Settings(), options, profile, _store_name(store))
+        return
     from mnemo.server import serve as run
 
     run(Settings(), profile, _store_name(store))
@@ -384,6 +409,7 @@ def restore_backup(backup_file: Path, store: str | None, as_json: bool) -> None:
 
 
 cli.add_command(stores_group)
+cli.add_command(keys_group)
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from mnemo import bounds
+from mnemo.caller import viewer
 from mnemo.errors import AlreadyActive, AlreadyArchived, ArchiveQuotaExceeded, InvalidInput, NotFound, Unprocessable
 from mnemo.lifecycle import archive_files
 from mnemo.lifecycle.settings import LifecycleSettings
@@ -62,6 +63,7 @@ class Criteria:
             importance_below=self.low_importance,
             categories=self.categories,
             created_to=None if self.before_date is None else self.before_date - timedelta(microseconds=1),
+            user_id=viewer(),  # criteria pick the caller's own memories: others' shared ones are not theirs to archive
         )
 
 

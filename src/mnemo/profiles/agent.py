@@ -144,6 +144,7 @@ class MemoryStatsResult(BaseModel):
 # The first kind an error is an instance of gives its code; anything else is INTERNAL_ERROR.
 _ERRORS: list[tuple[type[errors.MnemoError], str]] = [
     (errors.InvalidInput, "INVALID_INPUT"),
+    (errors.Forbidden, "PERMISSION_ERROR"),
     (errors.TooComplex, "INVALID_INPUT"),
     (errors.Duplicate, "INVALID_INPUT"),  # store_memory returns the existing memory instead
     (errors.NotFound, "NOT_FOUND"),

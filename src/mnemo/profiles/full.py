@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from mnemo import errors, ranking
 from mnemo.bounds import MAX_OFFSET
+from mnemo.caller import request_id
 from mnemo.model import (
     MAX_CONTENT_CHARS,
     MAX_QUERY_CHARS,
@@ -305,6 +306,7 @@ def _stats_out(stats: MemoryStats | None) -> MemoryStatsOut | None:
 # -- errors --------------------------------------------------------------------------------
 _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
     (errors.InvalidInput, "INVALID_INPUT", 400),
+    (errors.Forbidden, "PERMISSION_DENIED", 403),
     (errors.ScopeNotFound, "SCOPE_NOT_FOUND", 404),
     (errors.NotFound, "MEMORY_NOT_FOUND", 404),
     (errors.Duplicate, "DUPLICATE_MEMORY", 409),
@@ -338,7 +340,7 @@ def error_result(error: errors.MnemoError, now: datetime) -> CallToolResult:
             "status": status,
             "details": error.details,
             "timestamp": to_iso(now),
-            "request_id": new_id(),
+            "request_id": request_id() or new_id(),
         },
     }
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], is_error=True)

@@ -122,6 +122,7 @@ def _recorded(memory: Memory) -> RecordedMemory:
 _ERRORS: list[tuple[type[errors.MnemoError], str]] = [
     (errors.NotFound, "MEMORY_NOT_FOUND"),
     (errors.InvalidInput, "INVALID_PARAMETER"),
+    (errors.Forbidden, "INVALID_PARAMETER"),  # the spec has no permission code: a read-only key's write
     (errors.Duplicate, "INVALID_PARAMETER"),
     (errors.TooComplex, "INVALID_PARAMETER"),
     (errors.EmbeddingError, "EMBEDDING_ERROR"),

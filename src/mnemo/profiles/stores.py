@@ -136,7 +136,9 @@ def _listed(memory: Memory, now: datetime) -> ListedMemory:
 
 
 # -- errors --------------------------------------------------------------------------------
-_CALLER_CAN_FIX = (errors.InvalidInput, errors.NotFound, errors.Conflict, errors.Duplicate, errors.TooComplex)
+_CALLER_CAN_FIX = (
+    errors.InvalidInput, errors.Forbidden, errors.NotFound, errors.Conflict, errors.Duplicate, errors.TooComplex
+)  # fmt: skip
 
 
 def error_result(error: errors.MnemoError, now: datetime) -> NoReturn:

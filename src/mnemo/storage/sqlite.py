@@ -26,6 +26,7 @@ from mnemo.model import (
     CATEGORY_ALIASES,
     IMPORTANCE_HIGH_MIN,
     IMPORTANCE_MEDIUM_MIN,
+    READABLE_BY_ALL,
     AccessLevel,
     Backup,
     Category,
@@ -183,6 +184,9 @@ def _where(f: Filters) -> tuple[str, list[Any]]:
         among("m.type", f.types)
     if f.access_levels is not None:
         among("m.access_level", f.access_levels)
+    if f.visible_to is not None:
+        clauses.append(f"(m.owner = ? OR m.access_level IN ({', '.join(repr(level) for level in READABLE_BY_ALL)}))")
+        params.append(f.visible_to)
     for column, value in (
         ("m.user_id", f.user_id),
         ("m.conversation_id", f.conversation_id),

@@ -1,0 +1,183 @@
+"""MCP over streamable HTTP: one profile for many callers, each authenticated and kept apart.
+
+``mnemo serve --http`` wraps the SDK's streamable HTTP app (both protocol eras: the 2025
+session-based one, and the stateless 2026-07-28 one, which the SDK's session manager routes to
+its single-exchange handler) in a guard that, for every request:
+
+- gives it a request id (the caller's ``X-Request-Id`` when it is a short token, else a new one),
+  sent back as ``X-Request-Id``, written in every log line of the request and in spec 004's
+  error answers;
+- authenticates it when keys exist (``mnemo keys create``): ``Authorization: Bearer <key>`` or
+  ``X-API-Key: <key>``; no or a bad key is a 401 with ``WWW-Authenticate: Bearer``;
+- runs it as that key's caller (``mnemo.caller.acting_as``), whose access rules the engine applies.
+  The SDK hands each message's context to its handler, so the caller reaches the tool in both eras.
+
+``GET /healthz`` answers load balancers without a key (no store details). Host and Origin headers
+are checked against DNS rebinding on a loopback bind (the SDK's check), and against
+``MNEMO_HTTP_ALLOWED_HOSTS`` when set.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from mnemo import __version__
+from mnemo.caller import Caller, acting_as, request_id
+from mnemo.keys import KeyRing
+from mnemo.serve.options import HttpOptions
+
+log = logging.getLogger("mnemo.http")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+GRACEFUL_SHUTDOWN_S = 30  # in-flight calls get this long to finish after SIGTERM/SIGINT
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(options: HttpOptions, keys: KeyRing) -> None:
+    """Refuse to listen beyond this machine with no key to ask for: anyone could read every memory."""
+    if not is_loopback(options.host) and not any(k.revoked_at is None for k in keys.all()):
+        raise SystemExit(
+            f"refusing to serve on {options.host} without authentication: create a key first "
+            "(`mnemo keys create --user NAME`), or bind to 127.0.0.1"
+        )
+
+
+def transport_security(options: HttpOptions) -> TransportSecuritySettings | None:
+    if options.allowed_hosts:
+        origins = [f"{scheme}://{host}" for host in options.allowed_hosts for scheme in ("http", "https")]
+        return TransportSecuritySettings(allowed_hosts=list(options.allowed_hosts), allowed_origins=origins)
+    if is_loopback(options.host):
+        return TransportSecuritySettings(allowed_hosts=LOOPBACK_HOSTS, allowed_origins=LOOPBACK_ORIGINS)
+    return None  # behind a reverse proxy the Host varies; keys are what keeps callers out
+
+
+class Guard:
+    """The ASGI layer before the MCP app: request id, authentication, the caller of the request."""
+
+    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        given = headers.get("x-request-id", "")
+        request_id = given if _REQUEST_ID.fullmatch(given) else f"req_{uuid.uuid4().hex[:16]}"
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        with acting_as(None, request_id):
+            admitted, caller = self._authenticate(headers)
+            if not admitted:
+                log.info("refused %s %s: no valid key", scope.get("method"), scope.get("path"))
+                await unauthorized(request_id)(scope, receive, send_with_id)
+                return
+            with acting_as(caller, request_id):
+                await self.app(scope, receive, send_with_id)
+
+    def _authenticate(self, headers: dict[str, str]) -> tuple[bool, Caller | None]:
+        """Whether to admit the request, and as whom: no caller when no key exists (an open,
+        loopback-only server: ``check_bind``)."""
+        if not any(k.revoked_at is None for k in self.keys.all()):
+            return True, None
+        bearer = headers.get("authorization", "")
+        token = bearer[7:].strip() if bearer[:7].lower() == "bearer " else headers.get("x-api-key", "").strip()
+        key = self.keys.verify(token) if token else None
+        return (False, None) if key is None else (True, key.caller)
+
+
+def unauthorized(request_id: str) -> Response:
+    body = {"error": "invalid_token", "error_description": "a valid API key is required", "request_id": request_id}
+    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="mnemo"'})
+
+
+def build_app(server: Any, keys: KeyRing, options: HttpOptions) -> Starlette:
+    """The whole HTTP app of a ``ProfileServer``: /mcp behind the guard, and /healthz."""
+    mcp_app = server.streamable_http_app(
+        stateless_http=options.stateless, transport_security=transport_security(options), host=options.host
+    )
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "version": __version__, "profile": server.profile.name})
+
+    return Starlette(
+        routes=[Route("/healthz", healthz, methods=["GET"]), Mount("/", app=Guard(mcp_app, keys))],
+        lifespan=lambda app: server.session_manager.run(),
+    )
+
+
+class RequestIdFilter(logging.Filter):
+    """Puts the running request's id on every log record (``-`` outside a request)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id() or "-"
+        return True
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object per log line: what log shippers read without a parsing rule."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "request_id": getattr(record, "request_id", "-"),
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def run(server: Any, keys: KeyRing, options: HttpOptions, warm_up: Callable[[], None]) -> None:
+    """Serve until SIGINT/SIGTERM, then let in-flight calls finish (up to GRACEFUL_SHUTDOWN_S)."""
+    check_bind(options, keys)
+    app = build_app(server, keys, options)
+    threading.Thread(target=warm_up, name="mnemo-warm-up", daemon=True).start()
+    config = uvicorn.Config(
+        app,
+        host=options.host,
+        port=options.port,
+        log_config=None,  # mnemo's logging (JSON lines with request ids) is already set up
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        lifespan="on",
+    )
+    log.info("mnemo %s serving profile %s on http://%s:%d/mcp", __version__, server.profile.name, options.host,
+             options.port)  # fmt: skip
+    uvicorn.Server(config).run()

@@ -1,0 +1,240 @@
+"""mnemo over streamable HTTP: real `mnemo serve --http` processes on loopback, real MCP clients.
+
+Two members (alice, bob), an admin (root) and a read-only key (carol). Each test tries what one
+user could do to another's memories through every tool of a profile, in both protocol eras
+(2025 with sessions: mode "legacy"; 2026-07-28 stateless: mode "auto"), and counts leaks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import MCPError
+from mcp.types import CallToolResult
+
+from http_server import HttpServer, server_env, serving
+from mcp_calls import answer
+from mnemo.caller import Role
+from mnemo.keys import KeyRing
+
+MODES = ["legacy", "auto"]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def keys(home: Path) -> dict[str, str]:
+    ring = KeyRing(home)
+    made = {
+        user: ring.create(user, role)[1]
+        for user, role in (("alice", Role.MEMBER), ("bob", Role.MEMBER), ("root", Role.ADMIN), ("carol", Role.READER))
+    }
+    return made
+
+
+def served(home: Path, profile: str) -> Iterator[HttpServer]:
+    with serving(home, "--profile", profile, MNEMO_EMBEDDER="none") as server:
+        yield server
+
+
+@pytest.fixture
+def full(home: Path, keys: dict[str, str]) -> Iterator[HttpServer]:
+    yield from served(home, "full")
+
+
+async def refusal(client: Any, tool: str, **args: Any) -> int:
+    """The HTTP-style status of a refused call (spec 004's error object)."""
+    return int((await answer(client, tool, **args))["error"]["status"])
+
+
+def contents(found: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in found.get("memories", [])]
+
+
+# -- authentication -----------------------------------------------------------------------------
+def test_without_a_key_or_with_a_wrong_one_the_endpoint_answers_401(full: HttpServer, keys: dict[str, str]):
+    for headers in ({}, {"X-API-Key": "mnemo_nope_nope"}, {"Authorization": f"Bearer {keys['alice']}x"}):
+        response = httpx2.post(full.url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"].startswith("Bearer")
+    assert httpx2.get(f"{full.base}/healthz").json()["status"] == "ok"  # load balancers need no key
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_key_works_as_bearer_or_x_api_key_and_a_revoked_one_stops_at_once(
+    full: HttpServer, keys: dict[str, str], home: Path, mode: str
+):
+    bearer = {"Authorization": f"Bearer {keys['alice']}"}
+    async with full.client(None, mode, headers=bearer) as as_bearer, full.client(keys["alice"], mode) as as_header:
+        assert {t.name for t in (await as_bearer.list_tools()).tools} == {
+            t.name for t in (await as_header.list_tools()).tools
+        }
+    ring = KeyRing(home)
+    alice_key = next(k for k in ring.all() if k.user_id == "alice")
+    ring.revoke(alice_key.key_id)
+    response = httpx2.post(full.url, headers=bearer, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_request_id_is_echoed_and_names_the_error_answer(full: HttpServer, keys: dict[str, str], mode: str):
+    async with full.client(keys["bob"], mode, headers={"X-Request-Id": "trace-42"}) as bob:
+        error = (await answer(bob, "list_memories", filters={"user_id": "alice"}))["error"]
+    assert (error["status"], error["request_id"]) == (403, "trace-42")
+    assert '"request_id": "trace-42"' in full.log.read_text()  # the log line of the refusal carries it too
+    refused = httpx2.post(full.url, headers={"X-Request-Id": "trace-43"}, json={})
+    assert refused.headers["x-request-id"] == "trace-43"
+    assert httpx2.post(full.url, json={}).headers["x-request-id"].startswith("req_")  # made up when not given
+
+
+def test_a_host_header_other_than_loopback_is_refused(full: HttpServer, keys: dict[str, str]):
+    response = httpx2.post(
+        full.url,
+        headers={"X-API-Key": keys["alice"], "Host": "evil.example:80"},
+        json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+    )
+    assert response.status_code in (403, 421)
+
+
+def test_listening_beyond_loopback_without_a_key_is_refused(tmp_path: Path):
+    done = subprocess.run(
+        [sys.executable, "-m", "mnemo", "serve", "--http", "--host", "0.0.0.0", "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=server_env(tmp_path / "empty"),
+    )
+    assert done.returncode != 0
+    assert "without authentication" in done.stderr
+
+
+# -- isolation in the full profile (spec 004) -----------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+async def test_another_users_private_memories_never_reach_a_member(full: HttpServer, keys: dict[str, str], mode: str):
+    async with full.client(keys["alice"], mode) as alice, full.client(keys["bob"], mode) as bob:
+        secret = (await answer(alice, "store_memory", content="Alice's door code is 4711"))["memory_id"]
+        shared = (
+            await answer(
+                alice, "store_memory", content="The team lunch is on Fridays", metadata={"access_level": "shared"}
+            )
+        )["memory_id"]
+        leaks: list[str] = []
+        seen = await answer(bob, "recall_memories", query="door code", min_relevance=0)
+        leaks += [c for c in contents(seen) if "4711" in c]
+        listed = await answer(bob, "list_memories")
+        assert [m["memory_id"] for m in listed["memories"]] == [shared]  # shared: readable by the team
+        stats = await answer(bob, "get_memory_stats", scope="global")
+        leaks += ["stats"] if "4711" in json.dumps(stats) else []
+        # a private id is as good as unknown; a shared one is readable but not bob's to change
+        assert (await answer(bob, "update_memory", memory_id=secret, updates={"content": "x"}))["error"][
+            "status"
+        ] == 404
+        assert (await answer(bob, "forget_memory", memory_id=secret))["error"]["status"] == 404
+        assert (await answer(bob, "archive_memory", memory_id=secret))["error"]["status"] == 404
+        assert (await answer(bob, "update_memory", memory_id=shared, updates={"content": "x"}))["error"][
+            "status"
+        ] == 403
+        assert (await answer(bob, "forget_memory", memory_id=shared))["error"]["status"] == 403
+        merged = await answer(
+            bob, "consolidate_memories", memory_ids=[secret, shared], consolidation_strategy="merge_all"
+        )
+        assert merged["error"]["status"] in (403, 404)
+        # naming alice's scope is refused, in every tool that takes a user
+        for tool, args in (
+            ("list_memories", {"filters": {"user_id": "alice"}}),
+            ("recall_memories", {"query": "code", "filters": {"user_id": "alice"}}),
+            ("get_memory_stats", {"scope": "user", "scope_id": "alice"}),
+            ("store_memory", {"content": "forged", "context": {"user_id": "alice"}}),
+        ):
+            assert (await answer(bob, tool, **args))["error"]["status"] == 403, tool
+        # the same words stored by bob are bob's own memory, not alice's duplicate
+        mine = await answer(bob, "store_memory", content="Alice's door code is 4711")
+        assert mine["memory_id"] != secret
+        assert leaks == []
+        assert contents(await answer(alice, "recall_memories", query="door code", min_relevance=0))[0].endswith("4711")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_admin_reads_everyone_and_a_reader_writes_nothing(full: HttpServer, keys: dict[str, str], mode: str):
+    async with (
+        full.client(keys["alice"], mode) as alice,
+        full.client(keys["root"], mode) as root,
+        full.client(keys["carol"], mode) as carol,
+    ):
+        secret = (await answer(alice, "store_memory", content="Alice banks with Northwind"))["memory_id"]
+        listed = await answer(root, "list_memories", filters={"user_id": "alice"})
+        assert [m["memory_id"] for m in listed["memories"]] == [secret]
+        assert (await answer(carol, "store_memory", content="a reader's note"))["error"]["status"] == 403
+        assert (await answer(carol, "list_memories"))["memories"] == []
+
+
+# -- the other profiles: each principal has a space of their own -----------------------------------
+def text_of(result: Any) -> str:
+    return "\n".join(part.text for part in result.content)
+
+
+OWNERS_VIEW = {
+    "agent": ("query_memories", {}),
+    "memento": ("list_recent_memories", {}),
+    "shared": ("read_memory", {"response_format": "json"}),
+    "stores": ("list_memories", {"store": "default", "category": "ops"}),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_agent_memento_shared_and_stores_spaces_are_per_user(home: Path, keys: dict[str, str], mode: str):
+    for profile in ("agent", "memento", "shared", "stores"):
+        with serving(home / profile, "--profile", profile, MNEMO_EMBEDDER="none", MNEMO_HOME=str(home)) as server:
+            async with server.client(keys["alice"], mode) as alice, server.client(keys["bob"], mode) as bob:
+                if profile == "agent":
+                    stored = await alice.call_tool(
+                        "store_memory", {"content": "Deploy key rotates Mondays", "type": "core"}
+                    )
+                    memory_id = stored.structured_content["id"]
+                    found = await bob.call_tool("query_memories", {"search": "deploy"})
+                    gone = await bob.call_tool("delete_memory", {"id": memory_id})
+                elif profile == "memento":
+                    stored = await alice.call_tool(
+                        "store_memory",
+                        {"content": "Emma is allergic to nuts", "subject": "Emma", "category": "restriction"},
+                    )
+                    memory_id = stored.structured_content["id"]
+                    found = await bob.call_tool("search_memories", {"query": "Emma allergy", "threshold": 0})
+                    gone = await bob.call_tool("update_memory", {"memory_id": memory_id, "new_content": "x"})
+                elif profile == "stores":
+                    path = {"store": "default", "path": "ops/build"}
+                    stored = await alice.call_tool("add_memory", {**path, "content": "Build is red"})
+                    assert not stored.is_error, text_of(stored)
+                    memory_id = path["path"]
+                    found = await bob.call_tool("list_memories", {"store": "default", "category": "ops"})
+                    # spec 002's failures are protocol errors
+                    with pytest.raises(MCPError, match="no memory at"):
+                        await bob.call_tool("get_memory", path)
+                    with pytest.raises(MCPError) as taken:
+                        await bob.call_tool("add_memory", {**path, "content": "Bob's build note"})
+                    assert "Build is red" not in str(taken.value), profile
+                    with pytest.raises(MCPError, match="no memory at"):
+                        await bob.call_tool("remove_memory", path)
+                    gone = CallToolResult(content=[], is_error=True)  # bob's remove was refused above
+                else:
+                    stored = await alice.call_tool("add_memory", {"agent_name": "alpha", "content": "Build is red"})
+                    memory_id = json.loads(text_of(stored))["entry_id"]
+                    found = await bob.call_tool("read_memory", {"response_format": "json"})
+                    gone = await bob.call_tool("delete_memory", {"entry_id": memory_id})
+                assert memory_id not in text_of(found), profile
+                assert "Deploy" not in text_of(found) and "Emma" not in text_of(found), profile
+                assert "Build is red" not in text_of(found), profile
+                assert gone.is_error, profile
+            async with server.client(keys["alice"], mode) as alice_again:  # the owner still has it
+                tool, args = OWNERS_VIEW[profile]
+                assert memory_id in text_of(await alice_again.call_tool(tool, args)), profile
