@@ -37,12 +37,23 @@ class HttpServer:
 
     @asynccontextmanager
     async def client(
-        self, key: str | None, mode: str = "auto", headers: dict[str, str] | None = None
+        self,
+        key: str | None,
+        mode: str = "auto",
+        headers: dict[str, str] | None = None,
+        responses: list[httpx2.Response] | None = None,
     ) -> AsyncIterator[Client]:
-        """An MCP client that sends ``key`` as X-API-Key; mode "legacy" (2025, sessions) or "auto" (2026)."""
+        """An MCP client that sends ``key`` as X-API-Key; mode "legacy" (2025, sessions) or "auto" (2026).
+
+        ``responses`` collects every HTTP response it gets (for their headers)."""
         sent = {**({"X-API-Key": key} if key else {}), **(headers or {})}
+
+        async def seen(response: httpx2.Response) -> None:
+            if responses is not None:
+                responses.append(response)
+
         async with (
-            httpx2.AsyncClient(headers=sent, timeout=60) as http,
+            httpx2.AsyncClient(headers=sent, timeout=60, event_hooks={"response": [seen]}) as http,
             Client(streamable_http_client(self.url, http_client=http), mode=mode) as client,
         ):
             yield client

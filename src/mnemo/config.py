@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     synthesis_model: str | None = Field(None, description="Model name sent to that chat API.")
     synthesis_api_key: str | None = Field(None, description="Bearer key for that chat API, if it needs one.")
     synthesis_timeout_s: float = Field(60.0, gt=0, description="How long a synthesis may take before it fails.")
+    rate_limits: str = Field(
+        "", description="HTTP: calls per user and window, over spec 004's table: e.g. `store_memory=50,*=1000`, or off."
+    )
+    rate_window_s: int = Field(60, ge=1, le=86_400, description="HTTP: the rate limits' window (spec 004: a minute).")
 
     @property
     def registry_file(self) -> Path:

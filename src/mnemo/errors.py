@@ -10,9 +10,12 @@ these, once each, into their spec's error shape. Storage adapters map driver err
     │   └── ScopeNotFound   SCOPE_NOT_FOUND     no memories carry that user or conversation id
     ├── Duplicate           DUPLICATE           the same content is already stored
     ├── Conflict            CONFLICT            the memory moved on since the caller read it
+    │   └── CallInProgress  CALL_IN_PROGRESS    a call with the same idempotency key has not answered yet
+    ├── RateLimited         RATE_LIMITED        the caller made more calls of this tool this minute than allowed
     ├── AlreadyInState
     │   ├── AlreadyArchived ALREADY_ARCHIVED    archiving a memory that is archived
     │   └── AlreadyActive   ALREADY_ACTIVE      restoring a memory that is active
+    ├── KeyReused           IDEMPOTENCY_KEY_REUSED  an idempotency key sent again with another request
     ├── TooDissimilar       MEMORIES_TOO_DISSIMILAR  memories to consolidate that are not related
     ├── Unprocessable       UNPROCESSABLE       well-formed, but not for these memories (criteria match nothing,
     │                                           a damaged archive, no synthesis model although one was required)
@@ -66,6 +69,18 @@ class Duplicate(MnemoError):
 
 class Conflict(MnemoError):
     code = "CONFLICT"
+
+
+class CallInProgress(Conflict):
+    code = "CALL_IN_PROGRESS"
+
+
+class RateLimited(MnemoError):
+    code = "RATE_LIMITED"
+
+
+class KeyReused(MnemoError):
+    code = "IDEMPOTENCY_KEY_REUSED"
 
 
 class AlreadyInState(MnemoError):

@@ -28,6 +28,7 @@ from mnemo.keys import KeyRing
 from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
 from mnemo.profiles.arguments import keep_strings_literal
+from mnemo.request_ledger import RateLimits
 from mnemo.serve.options import HttpOptions
 from mnemo.serve.stdio import guarded_stdio
 from mnemo.service import MemoryService
@@ -170,7 +171,8 @@ def serve_http(settings: Settings, options: HttpOptions, profile: str | None = N
     configure_logging(settings, http.JsonLines(), http.RequestIdFilter())
     server = build_server(settings, profile, store)
     try:
-        http.run(server, KeyRing(settings.home), options, lambda: _warm_up(server.service))
+        limits = RateLimits.parse(settings.rate_limits, settings.rate_window_s)
+        http.run(server, KeyRing(settings.home), options, limits, lambda: _warm_up(server.service))
     finally:
         server.close()
 

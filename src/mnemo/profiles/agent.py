@@ -149,6 +149,8 @@ _ERRORS: list[tuple[type[errors.MnemoError], str]] = [
     (errors.Duplicate, "INVALID_INPUT"),  # store_memory returns the existing memory instead
     (errors.NotFound, "NOT_FOUND"),
     (errors.QuotaExceeded, "LIMIT_EXCEEDED"),
+    (errors.RateLimited, "LIMIT_EXCEEDED"),
+    (errors.KeyReused, "INVALID_INPUT"),
     (errors.CorruptedData, "CORRUPTED_DATA"),
     (errors.StorageError, "STORAGE_ERROR"),
     (errors.Locked, "STORAGE_ERROR"),  # another writer held the store past the busy timeout

@@ -127,6 +127,8 @@ _ERRORS: list[tuple[type[errors.MnemoError], str]] = [
     (errors.TooComplex, "INVALID_PARAMETER"),
     (errors.EmbeddingError, "EMBEDDING_ERROR"),
     (errors.Locked, "RATE_LIMIT"),
+    (errors.RateLimited, "RATE_LIMIT"),
+    (errors.KeyReused, "INVALID_PARAMETER"),
     (errors.Conflict, "STORAGE_ERROR"),
     (errors.QuotaExceeded, "STORAGE_ERROR"),
     (errors.CorruptedData, "STORAGE_ERROR"),

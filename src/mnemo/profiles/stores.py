@@ -137,7 +137,8 @@ def _listed(memory: Memory, now: datetime) -> ListedMemory:
 
 # -- errors --------------------------------------------------------------------------------
 _CALLER_CAN_FIX = (
-    errors.InvalidInput, errors.Forbidden, errors.NotFound, errors.Conflict, errors.Duplicate, errors.TooComplex
+    errors.InvalidInput, errors.Forbidden, errors.NotFound, errors.Conflict, errors.Duplicate, errors.TooComplex,
+    errors.RateLimited, errors.KeyReused,
 )  # fmt: skip
 
 

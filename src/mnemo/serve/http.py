@@ -25,10 +25,11 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from mcp import MCPError
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -37,16 +38,14 @@ from starlette.routing import Mount, Route
 
 from mnemo import __version__
 from mnemo.caller import Caller, acting_as, request_id
+from mnemo.errors import MnemoError
 from mnemo.keys import KeyRing
+from mnemo.request_ledger import RateLimits, RequestLedger
+from mnemo.serve.asgi import ASGIApp, Message, Receive, Scope, Send
+from mnemo.serve.http_calls import CallLedger
 from mnemo.serve.options import HttpOptions
 
 log = logging.getLogger("mnemo.http")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 GRACEFUL_SHUTDOWN_S = 30  # in-flight calls get this long to finish after SIGTERM/SIGINT
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -126,17 +125,30 @@ def unauthorized(request_id: str) -> Response:
     return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="mnemo"'})
 
 
-def build_app(server: Any, keys: KeyRing, options: HttpOptions) -> Starlette:
-    """The whole HTTP app of a ``ProfileServer``: /mcp behind the guard, and /healthz."""
+def build_app(server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits) -> Starlette:
+    """The whole HTTP app of a ``ProfileServer``: /mcp behind the guard and the request ledger, and /healthz."""
     mcp_app = server.streamable_http_app(
         stateless_http=options.stateless, transport_security=transport_security(options), host=options.host
     )
+    ledger = RequestLedger(server.service.storage, server.service.clock, limits)
+
+    def answer_error(error: MnemoError, request_id: Any) -> dict[str, Any]:
+        """A JSON-RPC response that refuses a tool call in the profile's own error shape."""
+        try:
+            result = server.profile.error_result(error, server.service.clock.now())
+        except MCPError as protocol_error:  # spec 002 fails the request itself
+            return {"jsonrpc": "2.0", "id": request_id, "error": protocol_error.error.model_dump(exclude_none=True)}
+        shown = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return {"jsonrpc": "2.0", "id": request_id, "result": shown}
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__, "profile": server.profile.name})
 
     return Starlette(
-        routes=[Route("/healthz", healthz, methods=["GET"]), Mount("/", app=Guard(mcp_app, keys))],
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Mount("/", app=Guard(CallLedger(mcp_app, ledger, answer_error), keys)),
+        ],
         lifespan=lambda app: server.session_manager.run(),
     )
 
@@ -165,10 +177,10 @@ class JsonLines(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
-def run(server: Any, keys: KeyRing, options: HttpOptions, warm_up: Callable[[], None]) -> None:
+def run(server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits, warm_up: Callable[[], None]) -> None:
     """Serve until SIGINT/SIGTERM, then let in-flight calls finish (up to GRACEFUL_SHUTDOWN_S)."""
     check_bind(options, keys)
-    app = build_app(server, keys, options)
+    app = build_app(server, keys, options, limits)
     threading.Thread(target=warm_up, name="mnemo-warm-up", daemon=True).start()
     config = uvicorn.Config(
         app,

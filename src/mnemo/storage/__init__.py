@@ -69,6 +69,14 @@ class StoreFile:
     size_bytes: int
 
 
+@dataclass(frozen=True, slots=True)
+class IdempotentCall:
+    """A call made earlier under an idempotency key: what it asked (hashed) and its answer (None: running)."""
+
+    request_sha256: str
+    answer: str | None
+
+
 class Storage(Protocol):
     name: str
 
@@ -130,6 +138,13 @@ class Storage(Protocol):
     def write_setting(self, key: str, value: str) -> None: ...
     def packed_bytes(self) -> int: ...  # compressed content held in the database (glacier)
     def archive_files_in_use(self) -> set[str]: ...  # archive_file values deep-archived memories name
+
+    # -- request ledgers (HTTP servers of one store share them) --------------------------
+    def count_request(self, principal: str, bucket: str, window: int) -> int: ...  # the count after this one
+    def begin_idempotent(
+        self, principal: str, key: str, request_sha256: str, at: datetime, forget_before: datetime
+    ) -> IdempotentCall | None: ...  # None: a new key, now recorded as running
+    def end_idempotent(self, principal: str, key: str, answer: str | None) -> None: ...
 
     # -- statistics --------------------------------------------------------------------
     def totals(self, filters: Filters) -> Totals: ...

@@ -37,7 +37,17 @@ from mnemo.model import (
     to_iso,
 )
 from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit, fold_case
-from mnemo.storage import EventPattern, Granularity, GroupKey, StoredVector, StoreFile, Totals, sqlite_files
+from mnemo.storage import (
+    EventPattern,
+    Granularity,
+    GroupKey,
+    IdempotentCall,
+    StoredVector,
+    StoreFile,
+    Totals,
+    sqlite_files,
+    sqlite_requests,
+)
 from mnemo.storage.sqlite_files import DB_FILENAME
 from mnemo.storage.sqlite_schema import ENTRY_COUNTER, MIGRATIONS
 
@@ -814,6 +824,21 @@ class SQLiteStorage:
     def write_setting(self, key: str, value: str) -> None:
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
+
+    # -- request ledgers -------------------------------------------------------------------
+    def count_request(self, principal: str, bucket: str, window: int) -> int:
+        with self._write() as db:
+            return sqlite_requests.count_request(db, principal, bucket, window)
+
+    def begin_idempotent(
+        self, principal: str, key: str, request_sha256: str, at: datetime, forget_before: datetime
+    ) -> IdempotentCall | None:
+        with self._write() as db:
+            return sqlite_requests.begin_idempotent(db, principal, key, request_sha256, at, forget_before)
+
+    def end_idempotent(self, principal: str, key: str, answer: str | None) -> None:
+        with self._write() as db:
+            sqlite_requests.end_idempotent(db, principal, key, answer)
 
     def packed_bytes(self) -> int:
         with self._read() as db:

@@ -270,10 +270,31 @@ def m005_archive_tiers(db: sqlite3.Connection) -> None:
     )
 
 
+def m006_request_ledgers(db: sqlite3.Connection) -> None:
+    """What HTTP servers of one store share about requests: how many each caller made per tool and
+    minute (rate limits), and the first answer to each idempotency key (retried writes)."""
+    _run(
+        db,
+        """
+        CREATE TABLE request_counts (
+            principal TEXT NOT NULL, bucket TEXT NOT NULL, window INTEGER NOT NULL, count INTEGER NOT NULL,
+            PRIMARY KEY (principal, bucket, window)
+        ) WITHOUT ROWID;
+        CREATE TABLE idempotent_calls (
+            principal TEXT NOT NULL, key TEXT NOT NULL, request_sha256 TEXT NOT NULL,
+            answer TEXT, created_at TEXT NOT NULL,
+            PRIMARY KEY (principal, key)
+        ) WITHOUT ROWID;
+        CREATE INDEX idempotent_calls_created ON idempotent_calls(created_at);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
     m003_shared_space,
     m004_expiry_in_user_index,
     m005_archive_tiers,
+    m006_request_ledgers,
 ]

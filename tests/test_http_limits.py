@@ -1,0 +1,84 @@
+"""Rate limits and idempotency keys over HTTP, kept in the store: they hold across two server processes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from http_server import serving
+from mcp_calls import answer
+from mnemo.caller import Role
+from mnemo.keys import KeyRing
+
+MODES = ["legacy", "auto"]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def keys(home: Path) -> dict[str, str]:
+    ring = KeyRing(home)
+    return {user: ring.create(user, Role.MEMBER)[1] for user in ("alice", "bob")}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_rate_limit_is_shared_by_two_servers_reached_per_user_and_reset(
+    home: Path, keys: dict[str, str], mode: str
+):
+    env = {"MNEMO_EMBEDDER": "none", "MNEMO_RATE_LIMITS": "list_memories=3", "MNEMO_RATE_WINDOW_S": "4"}
+    with serving(home, **env) as one, serving(home, **env) as two:
+        # start at the beginning of a window, so that all calls below fall in it
+        time.sleep(4 - time.time() % 4 + 0.05)
+        seen: list[httpx2.Response] = []
+        async with one.client(keys["alice"], mode, responses=seen) as a1, two.client(keys["alice"], mode) as a2:
+            assert "memories" in await answer(a1, "list_memories")
+            assert "memories" in await answer(a2, "list_memories")
+            assert "memories" in await answer(a1, "list_memories")
+            over = await answer(a2, "list_memories")
+            assert (over["error"]["code"], over["error"]["status"]) == ("RATE_LIMIT_EXCEEDED", 429)
+            async with one.client(keys["bob"], mode) as bob:  # another user has a count of their own
+                assert "memories" in await answer(bob, "list_memories")
+            limited = [r for r in seen if "x-ratelimit-limit" in r.headers]
+            assert limited, "no response carried X-RateLimit-* headers"
+            assert {r.headers["x-ratelimit-limit"] for r in limited} >= {"3"}
+            assert min(int(r.headers["x-ratelimit-remaining"]) for r in limited) <= 1
+            reset = int(limited[-1].headers["x-ratelimit-reset"])
+            time.sleep(max(0.0, reset - time.time()) + 0.1)
+            assert "memories" in await answer(a1, "list_memories")  # a new window
+
+
+def test_a_request_over_the_limit_that_is_not_a_tool_call_is_http_429(home: Path, keys: dict[str, str]):
+    with serving(home, MNEMO_EMBEDDER="none", MNEMO_RATE_LIMITS="*=1", MNEMO_RATE_WINDOW_S="30") as server:
+        headers = {"X-API-Key": keys["alice"]}
+        statuses = [httpx2.post(server.url, headers=headers, json={"jsonrpc": "2.0", "method": "x"}).status_code
+                    for _ in range(3)]  # fmt: skip
+        assert statuses[-1] == 429
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_retried_write_with_the_same_key_runs_once_across_servers(home: Path, keys: dict[str, str], mode: str):
+    with serving(home, MNEMO_EMBEDDER="none") as one, serving(home, MNEMO_EMBEDDER="none") as two:
+        key = {"X-Idempotency-Key": "write-0001"}
+        replies: list[httpx2.Response] = []
+        async with (
+            one.client(keys["alice"], mode, headers=key) as first,
+            two.client(keys["alice"], mode, headers=key, responses=replies) as retry,
+        ):
+            stored = await answer(first, "store_memory", content="Invoice 88 was paid on Tuesday")
+            again = await answer(retry, "store_memory", content="Invoice 88 was paid on Tuesday")
+            assert again == stored
+            assert any(r.headers.get("idempotent-replayed") == "true" for r in replies)
+            other = await answer(retry, "store_memory", content="Invoice 89 was paid on Wednesday")
+            assert other["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+        async with one.client(keys["alice"], mode) as plain:
+            assert [m["content"] for m in (await answer(plain, "list_memories"))["memories"]] == [
+                "Invoice 88 was paid on Tuesday"
+            ]
+        async with two.client(keys["bob"], mode, headers=key) as bob:  # keys are per user
+            assert "memory_id" in await answer(bob, "store_memory", content="Bob's own invoice note")
