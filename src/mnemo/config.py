@@ -85,6 +85,18 @@ class Settings(BaseSettings):
         "", description="HTTP: calls per user and window, over spec 004's table: e.g. `store_memory=50,*=1000`, or off."
     )
     rate_window_s: int = Field(60, ge=1, le=86_400, description="HTTP: the rate limits' window (spec 004: a minute).")
+    public_url: str | None = Field(
+        None, description="HTTP: the MCP endpoint's URL as clients reach it (behind a proxy), e.g. https://x/mcp."
+    )
+    oauth_issuer: str | None = Field(None, description="HTTP: accept JWT bearer tokens from this OAuth issuer.")
+    oauth_jwks_url: str | None = Field(
+        None, description="HTTP: the issuer's JWKS (default: the issuer's /.well-known/jwks.json)."
+    )
+    oauth_audience: str | None = Field(None, description="HTTP: the audience tokens must name (default: public URL).")
+    oauth_user_claim: str = Field("sub", description="HTTP: the token claim that names the user.")
+    oauth_role_claim: str | None = Field(
+        None, description="HTTP: a token claim holding admin, member or reader (default: every user a member)."
+    )
 
     @property
     def registry_file(self) -> Path:

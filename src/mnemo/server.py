@@ -10,7 +10,7 @@ import logging
 import logging.handlers
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -32,6 +32,9 @@ from mnemo.request_ledger import RateLimits
 from mnemo.serve.options import HttpOptions
 from mnemo.serve.stdio import guarded_stdio
 from mnemo.service import MemoryService
+
+if TYPE_CHECKING:
+    from mnemo.serve.oauth import OAuthSettings
 
 log = logging.getLogger("mnemo")
 
@@ -164,6 +167,24 @@ class WarmUpAfterHandshake:
         return await call_next(ctx)
 
 
+def oauth_settings(settings: Settings, options: HttpOptions) -> OAuthSettings | None:
+    """OAuth resource-server mode when an issuer is configured; its resource is the public URL."""
+    if settings.oauth_issuer is None:
+        return None
+    from mnemo.serve.oauth import OAuthSettings  # PyJWT loads only for this mode
+
+    issuer = settings.oauth_issuer.rstrip("/")
+    resource = settings.public_url or f"http://{options.host}:{options.port}/mcp"
+    return OAuthSettings(
+        issuer=settings.oauth_issuer,
+        jwks_url=settings.oauth_jwks_url or f"{issuer}/.well-known/jwks.json",
+        resource=resource,
+        audience=settings.oauth_audience or resource,
+        user_claim=settings.oauth_user_claim,
+        role_claim=settings.oauth_role_claim,
+    )
+
+
 def serve_http(settings: Settings, options: HttpOptions, profile: str | None = None, store: str | None = None) -> None:
     """Serve over streamable HTTP (``mnemo.serve.http``) until stopped; logs are JSON lines."""
     from mnemo.serve import http  # uvicorn and starlette load only for this transport
@@ -172,7 +193,8 @@ def serve_http(settings: Settings, options: HttpOptions, profile: str | None = N
     server = build_server(settings, profile, store)
     try:
         limits = RateLimits.parse(settings.rate_limits, settings.rate_window_s)
-        http.run(server, KeyRing(settings.home), options, limits, lambda: _warm_up(server.service))
+        oauth = oauth_settings(settings, options)
+        http.run(server, KeyRing(settings.home), options, limits, oauth, lambda: _warm_up(server.service))
     finally:
         server.close()
 

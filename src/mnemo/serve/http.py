@@ -27,7 +27,9 @@ import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
+import anyio.to_thread
 import uvicorn
 from mcp import MCPError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -39,10 +41,12 @@ from starlette.routing import Mount, Route
 from mnemo import __version__
 from mnemo.caller import Caller, acting_as, request_id
 from mnemo.errors import MnemoError
+from mnemo.keys import PREFIX as KEY_PREFIX
 from mnemo.keys import KeyRing
 from mnemo.request_ledger import RateLimits, RequestLedger
 from mnemo.serve.asgi import ASGIApp, Message, Receive, Scope, Send
 from mnemo.serve.http_calls import CallLedger
+from mnemo.serve.oauth import METADATA_PATH, JwtVerifier, OAuthSettings
 from mnemo.serve.options import HttpOptions
 
 log = logging.getLogger("mnemo.http")
@@ -62,9 +66,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(options: HttpOptions, keys: KeyRing) -> None:
+def check_bind(options: HttpOptions, keys: KeyRing, oauth: OAuthSettings | None = None) -> None:
     """Refuse to listen beyond this machine with no key to ask for: anyone could read every memory."""
-    if not is_loopback(options.host) and not any(k.revoked_at is None for k in keys.all()):
+    if not is_loopback(options.host) and oauth is None and not any(k.revoked_at is None for k in keys.all()):
         raise SystemExit(
             f"refusing to serve on {options.host} without authentication: create a key first "
             "(`mnemo keys create --user NAME`), or bind to 127.0.0.1"
@@ -83,9 +87,10 @@ def transport_security(options: HttpOptions) -> TransportSecuritySettings | None
 class Guard:
     """The ASGI layer before the MCP app: request id, authentication, the caller of the request."""
 
-    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyRing, tokens: JwtVerifier | None = None) -> None:
         self.app = app
         self.keys = keys
+        self.tokens = tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -101,31 +106,43 @@ class Guard:
             await send(message)
 
         with acting_as(None, request_id):
-            admitted, caller = self._authenticate(headers)
+            admitted, caller = await self._authenticate(headers)
             if not admitted:
-                log.info("refused %s %s: no valid key", scope.get("method"), scope.get("path"))
-                await unauthorized(request_id)(scope, receive, send_with_id)
+                log.info("refused %s %s: no valid key or token", scope.get("method"), scope.get("path"))
+                metadata = self.tokens.settings.metadata_url if self.tokens else None
+                await unauthorized(request_id, metadata)(scope, receive, send_with_id)
                 return
             with acting_as(caller, request_id):
                 await self.app(scope, receive, send_with_id)
 
-    def _authenticate(self, headers: dict[str, str]) -> tuple[bool, Caller | None]:
-        """Whether to admit the request, and as whom: no caller when no key exists (an open,
-        loopback-only server: ``check_bind``)."""
-        if not any(k.revoked_at is None for k in self.keys.all()):
+    async def _authenticate(self, headers: dict[str, str]) -> tuple[bool, Caller | None]:
+        """Whether to admit the request, and as whom: no caller when neither keys nor tokens are
+        set up (an open, loopback-only server: ``check_bind``)."""
+        if self.tokens is None and not any(k.revoked_at is None for k in self.keys.all()):
             return True, None
         bearer = headers.get("authorization", "")
         token = bearer[7:].strip() if bearer[:7].lower() == "bearer " else headers.get("x-api-key", "").strip()
-        key = self.keys.verify(token) if token else None
-        return (False, None) if key is None else (True, key.caller)
+        if not token:
+            return False, None
+        if token.startswith(KEY_PREFIX) or self.tokens is None:
+            key = self.keys.verify(token)
+            return (False, None) if key is None else (True, key.caller)
+        caller = await anyio.to_thread.run_sync(self.tokens.verify, token)  # may fetch the issuer's keys
+        return caller is not None, caller
 
 
-def unauthorized(request_id: str) -> Response:
-    body = {"error": "invalid_token", "error_description": "a valid API key is required", "request_id": request_id}
-    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="mnemo"'})
+def unauthorized(request_id: str, metadata_url: str | None = None) -> Response:
+    body = {"error": "invalid_token", "error_description": "a valid API key or bearer token is required",
+            "request_id": request_id}  # fmt: skip
+    challenge = 'Bearer realm="mnemo", error="invalid_token"'
+    if metadata_url:  # RFC 9728: where a client learns which authorization server to ask
+        challenge += f', resource_metadata="{metadata_url}"'
+    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": challenge})
 
 
-def build_app(server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits) -> Starlette:
+def build_app(
+    server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits, oauth: OAuthSettings | None = None
+) -> Starlette:
     """The whole HTTP app of a ``ProfileServer``: /mcp behind the guard and the request ledger, and /healthz."""
     mcp_app = server.streamable_http_app(
         stateless_http=options.stateless, transport_security=transport_security(options), host=options.host
@@ -144,11 +161,17 @@ def build_app(server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimi
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__, "profile": server.profile.name})
 
+    routes = [Route("/healthz", healthz, methods=["GET"])]
+    if oauth is not None:
+
+        async def resource_metadata(request: Request) -> Response:
+            return JSONResponse(oauth.metadata)
+
+        metadata_path = urlsplit(oauth.metadata_url).path
+        routes += [Route(path, resource_metadata, methods=["GET"]) for path in {METADATA_PATH, metadata_path}]
+    tokens = JwtVerifier(oauth) if oauth is not None else None
     return Starlette(
-        routes=[
-            Route("/healthz", healthz, methods=["GET"]),
-            Mount("/", app=Guard(CallLedger(mcp_app, ledger, answer_error), keys)),
-        ],
+        routes=[*routes, Mount("/", app=Guard(CallLedger(mcp_app, ledger, answer_error), keys, tokens))],
         lifespan=lambda app: server.session_manager.run(),
     )
 
@@ -177,10 +200,11 @@ class JsonLines(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
-def run(server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits, warm_up: Callable[[], None]) -> None:
+def run(server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits, oauth: OAuthSettings | None,
+        warm_up: Callable[[], None]) -> None:  # fmt: skip
     """Serve until SIGINT/SIGTERM, then let in-flight calls finish (up to GRACEFUL_SHUTDOWN_S)."""
-    check_bind(options, keys)
-    app = build_app(server, keys, options, limits)
+    check_bind(options, keys, oauth)
+    app = build_app(server, keys, options, limits, oauth)
     threading.Thread(target=warm_up, name="mnemo-warm-up", daemon=True).start()
     config = uvicorn.Config(
         app,
