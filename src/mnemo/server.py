@@ -194,7 +194,9 @@ def serve_http(settings: Settings, options: HttpOptions, profile: str | None = N
     try:
         limits = RateLimits.parse(settings.rate_limits, settings.rate_window_s)
         oauth = oauth_settings(settings, options)
-        http.run(server, KeyRing(settings.home), options, limits, oauth, lambda: _warm_up(server.service))
+        # The REST API speaks spec 004 whichever profile MCP serves, over the same store.
+        rest_tools = server if server.profile.name == "full" else ProfileServer(get_profile("full"), server.service)
+        http.run(server, KeyRing(settings.home), options, limits, oauth, rest_tools, lambda: _warm_up(server.service))
     finally:
         server.close()
 

@@ -292,6 +292,26 @@ class MemoryStatsResult(_Output):
     generated_at: str
 
 
+def listed_memory(m: Memory, include_content: bool = True, stats: MemoryStats | None = None) -> ListedMemory:
+    """A memory as list_memories shows it (and the REST API's memory resource)."""
+    return ListedMemory(
+        memory_id=m.id,
+        content=m.content if include_content else None,
+        category=canonical_category(m.category).value,
+        tags=list(m.all_tags),
+        importance=m.importance,
+        created_at=to_iso(m.created_at),
+        updated_at=to_iso(m.updated_at),
+        last_accessed=to_iso(m.accessed_at),
+        access_count=m.access_count,
+        version=m.version,
+        access_level=m.access_level.value,
+        status="deleted" if m.status == "forgotten" else m.status.value,
+        context=_context(m),
+        stats=_stats_out(stats),
+    )
+
+
 def _stats_out(stats: MemoryStats | None) -> MemoryStatsOut | None:
     if stats is None:
         return None
@@ -575,25 +595,7 @@ def _register_core(server: MCPServer, service: MemoryService) -> None:
         return ListMemoriesResult(
             total_count=page.total,
             returned_count=len(page.memories),
-            memories=[
-                ListedMemory(
-                    memory_id=m.id,
-                    content=m.content if include_content else None,
-                    category=canonical_category(m.category).value,
-                    tags=list(m.all_tags),
-                    importance=m.importance,
-                    created_at=to_iso(m.created_at),
-                    updated_at=to_iso(m.updated_at),
-                    last_accessed=to_iso(m.accessed_at),
-                    access_count=m.access_count,
-                    version=m.version,
-                    access_level=m.access_level.value,
-                    status="deleted" if m.status == "forgotten" else m.status.value,
-                    context=_context(m),
-                    stats=_stats_out(page.stats.get(m.id)),
-                )
-                for m in page.memories
-            ],
+            memories=[listed_memory(m, include_content, page.stats.get(m.id)) for m in page.memories],
             pagination=PaginationOut(
                 has_more=page.has_more, next_cursor=page.next_cursor, next_offset=page.next_offset
             ),

@@ -132,9 +132,13 @@ def sampling_synthesizer(ctx: Context[Any, Any]) -> synthesis.Synthesizer | None
     """The client's own model through MCP sampling, when this connection can carry it.
 
     Sampling is deprecated from MCP 2026-07-28 on and 2026-era connections have no back channel
-    for it, so it is offered only on a connection whose client declared it (a legacy one).
+    for it, so it is offered only on a connection whose client declared it (a legacy one). A call
+    made in process (the REST API) has no connection at all.
     """
-    session = ctx.session
+    try:
+        session = ctx.session
+    except ValueError:  # "Context is not available outside of a request"
+        return None
     capabilities = session.client_capabilities
     if capabilities is None or capabilities.sampling is None or not session.can_send_request:
         return None

@@ -48,6 +48,8 @@ from mnemo.serve.asgi import ASGIApp, Message, Receive, Scope, Send
 from mnemo.serve.http_calls import CallLedger
 from mnemo.serve.oauth import METADATA_PATH, JwtVerifier, OAuthSettings
 from mnemo.serve.options import HttpOptions
+from mnemo.serve.rest import PREFIX as REST_PREFIX
+from mnemo.serve.rest import RestApi
 
 log = logging.getLogger("mnemo.http")
 
@@ -141,7 +143,12 @@ def unauthorized(request_id: str, metadata_url: str | None = None) -> Response:
 
 
 def build_app(
-    server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits, oauth: OAuthSettings | None = None
+    server: Any,
+    keys: KeyRing,
+    options: HttpOptions,
+    limits: RateLimits,
+    oauth: OAuthSettings | None = None,
+    rest_tools: Any = None,
 ) -> Starlette:
     """The whole HTTP app of a ``ProfileServer``: /mcp behind the guard and the request ledger, and /healthz."""
     mcp_app = server.streamable_http_app(
@@ -170,8 +177,13 @@ def build_app(
         metadata_path = urlsplit(oauth.metadata_url).path
         routes += [Route(path, resource_metadata, methods=["GET"]) for path in {METADATA_PATH, metadata_path}]
     tokens = JwtVerifier(oauth) if oauth is not None else None
+    rest = Starlette(routes=RestApi(rest_tools or server, ledger).routes())
     return Starlette(
-        routes=[*routes, Mount("/", app=Guard(CallLedger(mcp_app, ledger, answer_error), keys, tokens))],
+        routes=[
+            *routes,
+            Mount(REST_PREFIX, app=Guard(rest, keys, tokens)),
+            Mount("/", app=Guard(CallLedger(mcp_app, ledger, answer_error), keys, tokens)),
+        ],
         lifespan=lambda app: server.session_manager.run(),
     )
 
@@ -201,10 +213,10 @@ class JsonLines(logging.Formatter):
 
 
 def run(server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits, oauth: OAuthSettings | None,
-        warm_up: Callable[[], None]) -> None:  # fmt: skip
+        rest_tools: Any, warm_up: Callable[[], None]) -> None:  # fmt: skip
     """Serve until SIGINT/SIGTERM, then let in-flight calls finish (up to GRACEFUL_SHUTDOWN_S)."""
     check_bind(options, keys, oauth)
-    app = build_app(server, keys, options, limits, oauth)
+    app = build_app(server, keys, options, limits, oauth, rest_tools)
     threading.Thread(target=warm_up, name="mnemo-warm-up", daemon=True).start()
     config = uvicorn.Config(
         app,

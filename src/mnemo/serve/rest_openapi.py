@@ -1,0 +1,145 @@
+"""The REST API's OpenAPI 3.1 document, built from the full profile's tool schemas."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from mnemo import __version__
+
+if TYPE_CHECKING:
+    from mnemo.serve.rest import Endpoint
+
+ERROR = {
+    "type": "object",
+    "description": "spec 004's common error object",
+    "required": ["success", "error"],
+    "properties": {
+        "api_version": {"type": "string"},
+        "success": {"const": False},
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "status"],
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "status": {"type": "integer"},
+                "details": {"type": "object"},
+                "timestamp": {"type": "string"},
+                "request_id": {"type": "string"},
+            },
+        },
+    },
+}
+UNAUTHORIZED = {
+    "type": "object",
+    "description": "no valid API key or bearer token (RFC 6750's error fields)",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string"},
+        "error_description": {"type": "string"},
+        "request_id": {"type": "string"},
+    },
+}
+MEMORY_WITH_HISTORY = {
+    "type": "object",
+    "required": ["success", "memory", "versions"],
+    "properties": {
+        "api_version": {"type": "string"},
+        "success": {"const": True},
+        "memory": {"type": "object"},
+        "versions": {"type": "array", "items": {"type": "object"}},
+    },
+}
+SECURITY: list[dict[str, list[str]]] = [{"bearer": []}, {"apiKey": []}]
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _hoisted(schema: dict[str, Any], prefix: str, components: dict[str, Any]) -> dict[str, Any]:
+    """The schema with its ``$defs`` moved into the components (refs rewritten to point there)."""
+    schema = copy.deepcopy(schema)
+    for name, definition in schema.pop("$defs", {}).items():
+        components[f"{prefix}.{name}"] = definition
+
+    def rewrite(node: Any) -> None:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                node["$ref"] = f"#/components/schemas/{prefix}.{ref.removeprefix('#/$defs/')}"
+            for value in node.values():
+                rewrite(value)
+        elif isinstance(node, list):
+            for value in node:
+                rewrite(value)
+
+    rewrite(schema)
+    for definition in components.values():
+        rewrite(definition)
+    return schema
+
+
+def _without(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    """The schema without one property (it comes from the path)."""
+    trimmed = {**schema, "properties": {k: v for k, v in schema.get("properties", {}).items() if k != name}}
+    trimmed["required"] = [r for r in schema.get("required", []) if r != name]
+    return trimmed
+
+
+def openapi_document(endpoints: tuple[Endpoint, ...], tools: dict[str, Any], prefix: str) -> dict[str, Any]:
+    components: dict[str, Any] = {
+        "Error": ERROR,
+        "Unauthorized": UNAUTHORIZED,
+        "MemoryWithHistory": MEMORY_WITH_HISTORY,
+    }
+    paths: dict[str, dict[str, Any]] = {}
+    errors = {
+        "401": _json({"$ref": "#/components/schemas/Unauthorized"}, "no valid key or token"),
+        "default": _json({"$ref": "#/components/schemas/Error"}, "spec 004's error object"),
+    }
+    memory_id = {"name": "memory_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    for endpoint in endpoints:
+        tool = tools[endpoint.tool]
+        operation: dict[str, Any] = {
+            "operationId": f"{endpoint.method.lower()}{endpoint.path}".replace("/", "_"),
+            "summary": endpoint.summary,
+            "security": SECURITY,
+        }
+        parameters = [memory_id] if "{memory_id}" in endpoint.path else []
+        parameters += [{"name": p.name, "in": "query", "required": False, "schema": p.schema} for p in endpoint.query]
+        if parameters:
+            operation["parameters"] = parameters
+        if endpoint.body:
+            body = _hoisted(tool.input_schema, endpoint.tool, components)
+            if "{memory_id}" in endpoint.path:
+                body = _without(body, "memory_id")
+            operation["requestBody"] = {"required": False, "content": {"application/json": {"schema": body}}}
+        output = _hoisted(tool.output_schema or {"type": "object"}, f"{endpoint.tool}.out", components)
+        ok = "201" if endpoint.created else "200"
+        operation["responses"] = {ok: _json(output, "the tool's answer"), **errors}
+        paths.setdefault(prefix + endpoint.path, {})[endpoint.method.lower()] = operation
+    paths.setdefault(f"{prefix}/memories/{{memory_id}}", {})["get"] = {
+        "operationId": "get_memories_memory_id",
+        "summary": "A memory with its version history",
+        "security": SECURITY,
+        "parameters": [memory_id],
+        "responses": {"200": _json({"$ref": "#/components/schemas/MemoryWithHistory"}, "the memory"), **errors},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "mnemo REST API",
+            "version": __version__,
+            "description": "Spec 004's memory operations over HTTP; bodies and answers are the MCP tools'.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+            },
+        },
+    }
