@@ -45,6 +45,7 @@ from mnemo.keys import PREFIX as KEY_PREFIX
 from mnemo.keys import KeyRing
 from mnemo.request_ledger import RateLimits, RequestLedger
 from mnemo.serve.asgi import ASGIApp, Message, Receive, Scope, Send
+from mnemo.serve.dashboard import dashboard_routes
 from mnemo.serve.http_calls import CallLedger
 from mnemo.serve.oauth import METADATA_PATH, JwtVerifier, OAuthSettings
 from mnemo.serve.options import HttpOptions
@@ -168,7 +169,7 @@ def build_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__, "profile": server.profile.name})
 
-    routes = [Route("/healthz", healthz, methods=["GET"])]
+    routes = [Route("/healthz", healthz, methods=["GET"]), *dashboard_routes()]
     if oauth is not None:
 
         async def resource_metadata(request: Request) -> Response:

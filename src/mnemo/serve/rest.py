@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from mnemo.caller import current
 from mnemo.errors import InvalidInput, MnemoError, RateLimited
+from mnemo.model import to_iso
 from mnemo.profiles.full import listed_memory
 from mnemo.request_ledger import RequestLedger
 from mnemo.serve.rest_openapi import openapi_document
@@ -199,7 +200,7 @@ class RestApi:
             "success": True,
             "memory": listed_memory(memory).model_dump(mode="json", exclude_none=True),
             "versions": [
-                {"version": c.version, "action": c.action, "actor": c.actor, "at": c.at.isoformat(), "reason": c.reason}
+                {"version": c.version, "action": c.action, "actor": c.actor, "at": to_iso(c.at), "reason": c.reason}
                 for c in versions
             ],
         }
