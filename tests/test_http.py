@@ -238,3 +238,116 @@ async def test_agent_memento_shared_and_stores_spaces_are_per_user(home: Path, k
             async with server.client(keys["alice"], mode) as alice_again:  # the owner still has it
                 tool, args = OWNERS_VIEW[profile]
                 assert memory_id in text_of(await alice_again.call_tool(tool, args)), profile
+
+
+# -- every tool of every profile, tried by one user on another's memory ----------------------------
+SECRET = "Alice's vault code is zebra-4711"
+
+
+async def said(client: Any, tool: str, args: dict[str, Any]) -> str:
+    """Everything an answer shows its caller: the tool's text, or a protocol error's message and data."""
+    try:
+        result = await client.call_tool(tool, args)
+    except MCPError as error:
+        return f"{error.message} {error.data}"
+    return text_of(result) + json.dumps(result.structured_content or {})
+
+
+def attacks(profile: str, target: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every tool of the profile, aimed at alice's memory ``target`` (an id, an entry id or a path)."""
+    path = {"store": "default", "path": target}
+    return {
+        "full": [
+            ("store_memory", {"content": "forged", "context": {"user_id": "alice"}}),
+            ("recall_memories", {"query": "vault code zebra", "min_relevance": 0}),
+            ("recall_memories", {"query": "vault", "filters": {"user_id": "alice"}}),
+            ("update_memory", {"memory_id": target, "updates": {"content": "overwritten"}}),
+            ("forget_memory", {"memory_id": target, "hard_delete": True}),
+            ("list_memories", {}),
+            ("list_memories", {"filters": {"user_id": "alice", "status": ["active", "archived", "deleted"]}}),
+            ("get_memory_stats", {"scope": "global"}),
+            ("get_memory_stats", {"scope": "user", "scope_id": "alice"}),
+            (
+                "consolidate_memories",
+                {"memory_ids": [target, target[:-1] + "0"], "consolidation_strategy": "merge_all"},
+            ),
+            ("archive_memory", {"memory_id": target}),
+            ("archive_memory", {"auto_archive_criteria": {"low_importance": 1.0}}),
+            ("restore_memory", {"memory_id": target}),
+        ],
+        "agent": [
+            ("store_memory", {"type": "core", "content": "overwritten", "id": target}),
+            ("query_memories", {"search": "vault"}),
+            ("query_memories", {"archived": True}),
+            ("update_memory", {"id": target, "content": "overwritten"}),
+            ("delete_memory", {"id": target, "permanent": True}),
+            ("get_memory_stats", {}),
+        ],
+        "memento": [
+            ("search_memories", {"query": "vault code", "threshold": 0}),
+            ("list_recent_memories", {}),
+            ("update_memory", {"memory_id": target, "new_content": "overwritten"}),
+            ("update_memory", {"memory_id": target, "mark_outdated": True, "reason": "x"}),
+            ("get_memory_stats", {"subject_filter": "Alice"}),
+            # last: the same fact about the same subject is bob's own, not alice's "already stored"
+            ("store_memory", {"content": SECRET, "subject": "Alice", "category": "fact"}),
+        ],
+        "shared": [
+            ("read_memory", {"response_format": "json"}),
+            ("get_memory", {"entry_id": target}),
+            ("update_memory", {"entry_id": target, "content": "overwritten"}),
+            ("delete_memory", {"entry_id": target}),
+            ("search_memory", {"query": "zebra"}),
+            ("get_memory_stats", {}),
+            ("clear_memory", {"confirm": True}),
+            ("health_check", {}),
+        ],
+        "stores": [
+            ("get_memory", path),
+            ("update_memory", {**path, "content": "overwritten"}),
+            ("move_memory", {"store": "default", "from_path": target, "to_path": "bob/took"}),
+            ("remove_memory", path),
+            ("list_memories", {"store": "default", "category": target.split("/")[0]}),
+            ("prune_memories", {"store": "default"}),
+            ("add_memory", {**path, "content": "overwritten"}),
+        ],
+    }[profile]
+
+
+async def planted(alice: Any, profile: str) -> str:
+    """Alice's memory holding SECRET, and how a tool names it."""
+    if profile == "full":
+        return str((await answer(alice, "store_memory", content=SECRET))["memory_id"])
+    if profile == "agent":
+        return str((await answer(alice, "store_memory", type="core", content=SECRET))["id"])
+    if profile == "memento":
+        made = await answer(alice, "store_memory", content=SECRET, subject="Alice", category="fact")
+        return str(made["id"])
+    if profile == "shared":
+        return str(
+            json.loads(text_of(await alice.call_tool("add_memory", {"agent_name": "a", "content": SECRET})))["entry_id"]
+        )
+    await alice.call_tool("add_memory", {"store": "default", "path": "vault/code", "content": SECRET, "tags": ["x"]})
+    return "vault/code"
+
+
+@pytest.mark.parametrize("profile", ["full", "agent", "memento", "shared", "stores"])
+async def test_every_tool_of_every_profile_leaks_nothing_and_changes_nothing_of_another_user(
+    home: Path, keys: dict[str, str], profile: str
+):
+    with serving(home / profile, "--profile", profile, MNEMO_EMBEDDER="none", MNEMO_HOME=str(home)) as server:
+        async with server.client(keys["alice"]) as alice, server.client(keys["bob"]) as bob:
+            target = await planted(alice, profile)
+            tools = {tool.name for tool in (await bob.list_tools()).tools}
+            tried = attacks(profile, target)
+            assert {tool for tool, _ in tried} | ({"add_memory"} if profile == "shared" else set()) == tools
+            leaks = []
+            for tool, args in tried:
+                shown, asked = await said(bob, tool, args), json.dumps(args)
+                # what bob did not send himself must not come back: alice's words, or her memory's id
+                leaks += [tool for secret in ("zebra-4711", target) if secret in shown and secret not in asked]
+            assert leaks == [], f"{profile}: {leaks}"
+            view, args = OWNERS_VIEW.get(profile, ("list_memories", {}))
+            if profile == "stores":
+                view, args = "get_memory", {"store": "default", "path": target}
+            assert SECRET in await said(alice, view, args), profile  # still there, unchanged
