@@ -8,20 +8,26 @@ user could do to another's memories through every tool of a profile, in both pro
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp import MCPError
 from mcp.types import CallToolResult
 
 from http_server import HttpServer, server_env, serving
+from local_api import Behaviour
+from local_api import serving as api_serving
 from mcp_calls import answer
+from mnemo.app import open_service
 from mnemo.caller import Role
+from mnemo.config import Settings
 from mnemo.keys import KeyRing
 
 MODES = ["legacy", "auto"]
@@ -351,3 +357,33 @@ async def test_every_tool_of_every_profile_leaks_nothing_and_changes_nothing_of_
             if profile == "stores":
                 view, args = "get_memory", {"store": "default", "path": target}
             assert SECRET in await said(alice, view, args), profile  # still there, unchanged
+
+
+# -- graceful shutdown ------------------------------------------------------------------------------
+async def test_on_sigterm_a_call_in_flight_finishes_and_the_server_exits_cleanly(home: Path, keys: dict[str, str]):
+    slow = Behaviour(delay_s=2.0)  # the synthesis model takes 2 s: the call is in flight when SIGTERM comes
+    merged = "Alice drinks tea and coffee"
+    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": merged}}]}
+    with api_serving({"/v1/chat/completions": lambda body: {**reply, "model": body["model"]}}, slow) as model_url:
+        env = {"MNEMO_EMBEDDER": "none", "MNEMO_SYNTHESIS_URL": model_url, "MNEMO_SYNTHESIS_MODEL": "m"}
+        with serving(home, **env) as server:
+            async with server.client(keys["alice"]) as alice:
+                ids = [(await answer(alice, "store_memory", content=text))["memory_id"]
+                       for text in ("Alice drinks tea", "Alice drinks coffee")]  # fmt: skip
+
+                async def stop_soon() -> None:
+                    await anyio.sleep(0.7)
+                    server.process.send_signal(signal.SIGTERM)
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(stop_soon)
+                    done = await answer(alice, "consolidate_memories", memory_ids=ids,
+                                        consolidation_strategy="ai_synthesis")  # fmt: skip
+            assert done["success"] is True and done["content"] == merged
+            assert server.process.wait(timeout=30) == 0
+    assert slow.requests, "the synthesis was asked for"
+    service = open_service(Settings(home=home, config_dir=home / "config", embedder="none"))
+    try:
+        assert service.get(done["consolidated_memory_id"]).content == merged
+    finally:
+        service.storage.close()

@@ -23,6 +23,7 @@ import ipaddress
 import json
 import logging
 import re
+import signal
 import threading
 import uuid
 from collections.abc import Callable
@@ -229,4 +230,14 @@ def run(server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits, oa
     )
     log.info("mnemo %s serving profile %s on http://%s:%d/mcp", __version__, server.profile.name, options.host,
              options.port)  # fmt: skip
-    uvicorn.Server(config).run()
+    # uvicorn stops gracefully on SIGTERM, then raises the signal again for the handler it found:
+    # this one turns that into a normal exit, so the stores are closed and the exit status is 0.
+    previous = signal.signal(signal.SIGTERM, _exit_normally)
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_normally(signum: int, frame: object) -> None:
+    raise SystemExit(0)
