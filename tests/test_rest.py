@@ -131,3 +131,39 @@ def test_no_generated_request_gets_a_5xx_or_an_undocumented_answer(rest) -> None
 
         answers_well()
     FIGURES["rest: fuzzed calls (schemathesis, no 5xx, answers as documented)"] += calls
+
+
+def test_every_endpoint_tried_on_another_users_memory_leaks_and_changes_nothing(rest):
+    secret = call(rest, "alice", "POST", "/memories", json={"content": "Alice's safe opens with 90-12-77"}).json()
+    target = secret["memory_id"]
+    probes = [
+        ("GET", f"/memories/{target}", None, None),
+        ("PATCH", f"/memories/{target}", {"updates": {"content": "bob was here"}}, None),
+        ("DELETE", f"/memories/{target}", None, {"hard_delete": "true"}),
+        ("POST", f"/memories/{target}/archive", {}, None),
+        ("POST", f"/memories/{target}/restore", {}, None),
+        (
+            "POST",
+            "/memories/consolidate",
+            {"memory_ids": [target, target], "consolidation_strategy": "merge_all"},
+            None,
+        ),
+        ("POST", "/memories/recall", {"query": "safe opens", "min_relevance": 0}, None),
+        ("POST", "/memories/recall", {"query": "safe", "filters": {"user_id": "alice"}}, None),
+        ("GET", "/memories", None, {"status": "archived"}),
+        ("POST", "/memories/list", {"filters": {"user_id": "alice"}}, None),
+        ("GET", "/stats", None, {"scope": "user", "scope_id": "alice"}),
+        ("GET", "/stats", None, {"scope": "global"}),
+        ("POST", "/memories", {"content": "forged", "context": {"user_id": "alice"}}, None),
+    ]
+    server, _ = rest
+    document = httpx2.get(server.base + API + "/openapi.json", headers={"X-API-Key": rest[1]["bob"]}).json()
+    tried = {(method, path.replace(target, "{memory_id}")) for method, path, _, _ in probes}
+    assert tried == {(method.upper(), path.removeprefix(API)) for path, operations in document["paths"].items()
+                     for method in operations}  # fmt: skip
+    for method, path, body, params in probes:
+        answer = call(rest, "bob", method, path, json=body, params=params)
+        assert "90-12-77" not in answer.text, (method, path)
+        assert answer.status_code in (200, 201, 400, 403, 404), (method, path, answer.text[:200])
+    mine = call(rest, "alice", "GET", f"/memories/{target}").json()["memory"]
+    assert (mine["content"], mine["status"], mine["version"]) == ("Alice's safe opens with 90-12-77", "active", 1)
