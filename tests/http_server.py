@@ -16,6 +16,9 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from mnemo.caller import Role
+from mnemo.keys import KeyRing
+
 START_TIMEOUT_S = 60
 
 
@@ -57,6 +60,12 @@ class HttpServer:
             Client(streamable_http_client(self.url, http_client=http), mode=mode) as client,
         ):
             yield client
+
+
+def member_keys(home: Path, *users: str) -> dict[str, str]:
+    """A member's API key for each user, made in the home's key ring."""
+    ring = KeyRing(home)
+    return {user: ring.create(user, Role.MEMBER)[1] for user in users}
 
 
 def server_env(home: Path, **extra: str) -> dict[str, str]:

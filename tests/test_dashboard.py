@@ -22,9 +22,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as seen
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from http_server import HttpServer, serving
-from mnemo.caller import Role
-from mnemo.keys import KeyRing
+from http_server import HttpServer, member_keys, serving
 
 SHOTS = Path(
     os.environ.get("MNEMO_SCREENSHOT_DIR") or Path(__file__).resolve().parents[1] / "test-artifacts" / "dashboard"
@@ -58,8 +56,7 @@ def browser() -> Iterator[WebDriver]:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServer, dict[str, str]]]:
     home = tmp_path_factory.mktemp("dashboard") / "home"
-    ring = KeyRing(home)
-    keys = {user: ring.create(user, Role.MEMBER)[1] for user in ("alice", "bob")}
+    keys = member_keys(home, "alice", "bob")
     with serving(home, MNEMO_EMBEDDER="none", MNEMO_RATE_LIMITS="off") as server:
         for content, tags in (("The spare key is under the blue pot", ["house"]),
                               ("Alice prefers window seats on trains", ["travel"]),

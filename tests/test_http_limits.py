@@ -8,23 +8,20 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from http_server import serving
+from http_server import member_keys, serving
 from mcp_calls import answer
-from mnemo.caller import Role
-from mnemo.keys import KeyRing
 
 MODES = ["legacy", "auto"]
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "home"
+def keys(tmp_path: Path) -> dict[str, str]:
+    return member_keys(tmp_path / "home", "alice", "bob")
 
 
 @pytest.fixture
-def keys(home: Path) -> dict[str, str]:
-    ring = KeyRing(home)
-    return {user: ring.create(user, Role.MEMBER)[1] for user in ("alice", "bob")}
+def home(tmp_path: Path, keys: dict[str, str]) -> Path:
+    return tmp_path / "home"
 
 
 @pytest.mark.parametrize("mode", MODES)

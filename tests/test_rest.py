@@ -16,9 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from attack_checks import FIGURES
 from attack_live import EXAMPLES, RANDOM
-from http_server import HttpServer, serving
-from mnemo.caller import Role
-from mnemo.keys import KeyRing
+from http_server import HttpServer, member_keys, serving
 
 API = "/api/v1"
 
@@ -26,8 +24,7 @@ API = "/api/v1"
 @pytest.fixture(scope="module")
 def rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServer, dict[str, str]]]:
     home = tmp_path_factory.mktemp("rest") / "home"
-    ring = KeyRing(home)
-    keys = {user: ring.create(user, Role.MEMBER)[1] for user in ("alice", "bob")}
+    keys = member_keys(home, "alice", "bob")
     with serving(home, MNEMO_EMBEDDER="none", MNEMO_RATE_LIMITS="off") as server:
         yield server, keys
 

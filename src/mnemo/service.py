@@ -280,8 +280,14 @@ class MemoryService:
         path: str | None = None,
         actor: str | None = None,
         reason: str | None = None,
+        memory_id: str | None = None,
+        vector: Vectors | None = None,
     ) -> StoreResult:
         """Save a new memory; its category, tags and importance are derived when not given.
+
+        ``memory_id`` keeps a given id (an import of mnemo's own export): one already held is a
+        duplicate of that memory. ``vector`` is the content's embedding when the caller embedded
+        many contents at once (bulk import); otherwise it is computed here.
 
         The same content (or the same meaning, when vectors are on) already stored for the same
         user and subject is a ``Duplicate``, or with ``on_duplicate="return"`` that memory is
@@ -313,6 +319,14 @@ class MemoryService:
             raise InvalidInput("context.timestamp is in the future", field="context.timestamp")
         related = list(dict.fromkeys(related_memory_ids))
         self._require_existing(related)
+        if memory_id is not None:
+            bounds.text("memory_id", memory_id, bounds.MAX_ID_CHARS)
+            if not memory_id.strip() or not memory_id.isprintable():
+                raise InvalidInput("memory_id must be a printable, non-blank id", field="memory_id")
+            if self.storage.get(memory_id) is not None:
+                if on_duplicate == "raise":
+                    raise Duplicate(f"memory {memory_id} is already stored", existing_id=memory_id)
+                return StoreResult(self.get(memory_id), [], 0, embedded=False, existing=True)
         if self.max_memories is not None:
             held = self.storage.count(Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=True))
             if held >= self.max_memories:
@@ -321,13 +335,17 @@ class MemoryService:
                     quota=self.max_memories,
                 )
 
-        vectors, embed_error = self._try_embed([content])
+        vectors: Vectors | None
+        if vector is not None and self.embedder is not None and self.searcher.vectors_state() is None:
+            vectors, embed_error = vector[None, :], None
+        else:
+            vectors, embed_error = self._try_embed([content])
         vector = None if vectors is None else vectors[0]
         detected = category or self.categories.detect(content, vector).value
         extra_tags = enrich.auto_tags(content, given_tags) if auto_tag else []
         created = timestamp or now
         memory = Memory(
-            id=new_id(),
+            id=memory_id or new_id(),
             content=content,
             created_at=created,
             updated_at=created,

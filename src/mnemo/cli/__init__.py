@@ -37,6 +37,7 @@ from mnemo.cli.common import (
 )
 from mnemo.cli.keys import keys_group
 from mnemo.cli.stores import stores_group
+from mnemo.cli.transfer import export_command, import_command
 from mnemo.config import PROFILE_NAMES, Settings
 from mnemo.enrich import CategoryDetector
 from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, to_iso
@@ -410,6 +411,8 @@ def restore_backup(backup_file: Path, store: str | None, as_json: bool) -> None:
 
 cli.add_command(stores_group)
 cli.add_command(keys_group)
+cli.add_command(import_command)
+cli.add_command(export_command)
 
 
 def main() -> None:

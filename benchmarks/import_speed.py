@@ -1,0 +1,112 @@
+"""How fast `mnemo import` loads memories (with their embeddings) and `mnemo export` writes them.
+
+    python benchmarks/import_speed.py [--memories 5000] [--format mnemo|text|mcp-memory]
+
+Writes N distinct synthetic memories in the chosen format, imports them into a fresh store with
+the local model (the same code as `mnemo import`), exports the store, and imports that export back
+into it (every memory a duplicate, found by id); prints memories per second for each step and the
+machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from mnemo.app import open_service
+from mnemo.config import Settings
+from mnemo.transfer import formats
+from mnemo.transfer.export import export_lines
+from mnemo.transfer.load import load
+
+T = TypeVar("T")
+PEOPLE = ["Emma", "Liam", "Noah", "Ava", "Mia", "Lucas", "Zoe", "Omar", "Ines", "Kenji"]
+THINGS = [
+    "the quarterly report",
+    "a trip to Lisbon",
+    "the boiler",
+    "piano lessons",
+    "the Atlas service",
+    "a peanut allergy",
+    "the garden shed",
+    "a new laptop",
+    "the database migration",
+    "marathon training",
+]
+VERBS = ["is planning", "finished", "worries about", "asked about", "postponed", "is excited about", "paid for"]
+
+
+def sentences(count: int) -> list[str]:
+    rng = random.Random(7)
+    return [
+        f"{rng.choice(PEOPLE)} {rng.choice(VERBS)} {rng.choice(THINGS)} (note {n}, day {rng.randrange(365)})"
+        for n in range(count)
+    ]
+
+
+def write(folder: Path, kind: str, texts: list[str]) -> Path:
+    if kind == "text":
+        path = folder / "notes.md"
+        path.write_text("\n\n".join(texts) + "\n")
+    elif kind == "mcp-memory":
+        path = folder / "memory.json"
+        entities = [
+            {"type": "entity", "name": f"Entity_{i}", "entityType": "note", "observations": [text]}
+            for i, text in enumerate(texts)
+        ]
+        path.write_text("\n".join(json.dumps(r) for r in entities) + "\n")
+    else:
+        path = folder / "dump.jsonl"
+        rows: list[dict[str, object]] = [{"format": formats.EXPORT_FORMAT, "version": formats.EXPORT_VERSION}]
+        rows += [{"content": t} for t in texts]
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def timed(action: Callable[[], T]) -> tuple[T, float]:
+    started = time.perf_counter()
+    result = action()
+    return result, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=5000)
+    parser.add_argument("--format", choices=["mnemo", "text", "mcp-memory"], default="mnemo")
+    args = parser.parse_args()
+    texts = sentences(args.memories)
+    with tempfile.TemporaryDirectory(prefix="mnemo-import-") as scratch:
+        folder = Path(scratch)
+        source = write(folder, args.format, texts)
+        service = open_service(Settings(home=folder / "home", config_dir=folder / "config"))
+        service.warm_up()  # the model's load is not the import's
+        first, took = timed(lambda: load(service, formats.read(source, args.format)))
+        dump = folder / "export.jsonl"
+        _, took_export = timed(lambda: dump.write_text("\n".join(export_lines(service)) + "\n"))
+        again, took_again = timed(lambda: load(service, formats.read(dump, "mnemo")))
+        service.storage.close()
+    load_avg = os.getloadavg()
+    print(
+        f"{args.memories} memories ({args.format}), {os.cpu_count()} cores, load {load_avg[0]:.2f} {load_avg[1]:.2f}\n"
+    )
+    print("| step | memories | seconds | memories/s |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| import (with embeddings) | {first.imported} | {took:.1f} | {first.imported / took:.0f} |")
+    print(f"| export | {first.imported} | {took_export:.1f} | {first.imported / took_export:.0f} |")
+    print(
+        f"| import the export back ({again.duplicates} duplicates, by id) | {again.imported} | {took_again:.1f} | "
+        f"{args.memories / took_again:.0f} |"
+    )
+    if first.rejected:
+        print(f"\nrejected: {dict(first.rejected)}")
+
+
+if __name__ == "__main__":
+    main()

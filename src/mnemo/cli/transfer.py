@@ -1,0 +1,86 @@
+"""``mnemo import`` and ``mnemo export``: many memories in or out at once."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from mnemo.cli.common import _dump, _service, json_option, store_option
+from mnemo.transfer import formats
+
+
+@click.command(name="import")
+@click.argument("source", metavar="FILE_OR_FOLDER", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--format",
+    "chosen",
+    type=click.Choice(["auto", "mnemo", "mcp-memory", "text"]),
+    default="auto",
+    show_default=True,
+    help="mnemo: JSON lines of `mnemo export`; mcp-memory: the MCP memory server's "
+    "memory.json; text: .md/.txt files, one memory per paragraph.",
+)
+@store_option
+@json_option
+def import_command(source: Path, chosen: formats.Format, store: str | None, as_json: bool) -> None:
+    """Import memories from FILE_OR_FOLDER, with a progress bar and a summary.
+
+    Each record is stored by the same rules as any write; exact and near duplicates of what the
+    store holds are skipped (so importing twice adds nothing), refused records are counted with
+    their reasons, and the rest goes on.
+    """
+    from rich.progress import Progress
+
+    from mnemo.transfer.load import load
+
+    kind = formats.detect(source) if chosen == "auto" else chosen
+    with _service(store) as service, Progress(transient=True, console=None) as bar:
+        task = bar.add_task(f"importing {source.name} ({kind})", total=None)
+        summary = load(service, formats.read(source, kind), lambda done: bar.update(task, completed=done))
+    if as_json:
+        _dump(
+            {
+                "format": kind,
+                "imported": summary.imported,
+                "duplicates_skipped": summary.duplicates,
+                "rejected": dict(summary.rejected),
+                "rejected_examples": summary.examples,
+            }
+        )
+        return
+    click.echo(
+        f"{source.name} ({kind}): imported {summary.imported}, duplicates skipped {summary.duplicates}, "
+        f"rejected {sum(summary.rejected.values())}"
+    )
+    for reason, count in summary.rejected.most_common():
+        click.echo(f"  {count} rejected: {reason} (e.g. {', '.join(summary.examples[reason])})")
+
+
+@click.command(name="export")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="File to write (default: standard output).",
+)
+@store_option
+def export_command(output: Path | None, store: str | None) -> None:
+    """Export every active memory as JSON lines (a header line first); `mnemo import` reads it back."""
+    from mnemo.transfer.export import export_lines
+
+    with _service(store) as service:
+        if output is None:
+            for line in export_lines(service):
+                sys.stdout.write(line + "\n")
+            return
+        partial = output.with_name(output.name + ".partial")
+        with partial.open("w", encoding="utf-8") as out:
+            count = -1  # the header is not a memory
+            for line in export_lines(service):
+                out.write(line + "\n")
+                count += 1
+        partial.replace(output)  # a whole file or none
+    click.echo(f"exported {count} memories to {output}", err=True)

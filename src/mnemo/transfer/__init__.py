@@ -1,0 +1,1 @@
+"""Bulk import and export: ``mnemo import`` / ``mnemo export``."""

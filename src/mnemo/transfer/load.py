@@ -1,0 +1,94 @@
+"""Import many memories at once: embedded in batches, each stored by the engine's own rules.
+
+Every record goes through ``MemoryService.store`` (the same validation, duplicate detection and
+access rules as any write), with its vector computed beforehand with the others of its batch: the
+model runs once per batch instead of once per memory, which is most of a store's time. A record
+the engine refuses is counted with its reason and the import goes on; an exact or near duplicate
+(same content, or same meaning, for the same user and subject, or an id already held) is skipped,
+so running the same import twice adds nothing the second time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from itertools import islice
+
+from mnemo.errors import EmbeddingError, MnemoError
+from mnemo.service import MemoryService
+from mnemo.transfer.formats import Record, Unreadable
+
+BATCH = 64
+MAX_EXAMPLES = 5  # rejected records named per reason in the summary
+
+
+@dataclass
+class ImportSummary:
+    imported: int = 0
+    duplicates: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def reject(self, where: str, reason: str) -> None:
+        self.rejected[reason] += 1
+        named = self.examples.setdefault(reason, [])
+        if len(named) < MAX_EXAMPLES:
+            named.append(where)
+
+
+def load(
+    service: MemoryService,
+    records: Iterable[Record | Unreadable],
+    progress: Callable[[int], None] = lambda done: None,
+    actor: str = "mnemo-import",
+) -> ImportSummary:
+    summary = ImportSummary()
+    items = iter(records)
+    done = 0
+    while batch := list(islice(items, BATCH)):
+        readable = [r for r in batch if isinstance(r, Record)]
+        for bad in (r for r in batch if isinstance(r, Unreadable)):
+            summary.reject(bad.where, bad.reason)
+        held = _held_ids(service, readable)  # a re-import of an export: nothing to embed for these
+        summary.duplicates += len([r for r in readable if r.arguments.get("memory_id") in held])
+        readable = [r for r in readable if r.arguments.get("memory_id") not in held]
+        vectors = _embedded(service, [r.arguments.get("content") for r in readable])
+        for index, record in enumerate(readable):
+            vector = None if vectors is None else vectors[index]
+            try:
+                stored = service.store(
+                    **record.arguments, vector=vector, on_duplicate="return", actor=actor, reason="import"
+                )
+            except EmbeddingError:
+                summary.imported += 1  # stored; it is embedded later (embed_pending)
+            except MnemoError as refused:
+                summary.reject(record.where, refused.message)
+            except TypeError as wrong:  # a field of the wrong type in the file
+                summary.reject(record.where, f"malformed record: {wrong}")
+            else:
+                if stored.existing:
+                    summary.duplicates += 1
+                else:
+                    summary.imported += 1
+        done += len(batch)
+        progress(done)
+    return summary
+
+
+def _held_ids(service: MemoryService, records: list[Record]) -> set[str]:
+    ids = [r.arguments["memory_id"] for r in records if isinstance(r.arguments.get("memory_id"), str)]
+    return {m.id for m in service.storage.get_many(ids)} if ids else set()
+
+
+def _embedded(service: MemoryService, contents: list[object]) -> list | None:  # type: ignore[type-arg]
+    """The batch's vectors, or None (no model, a store of another model, a failing model, a content
+    that is not text): then each store embeds its own, or records why not."""
+    if service.embedder is None or service.searcher.vectors_state() is not None:
+        return None
+    if not contents or not all(isinstance(c, str) and c.strip() for c in contents):
+        return None
+    try:
+        return list(service.embedder.embed_documents([str(c) for c in contents]))
+    except Exception:  # the model's failure: store() will try again per record and say so
+        return None

@@ -1,0 +1,130 @@
+"""mnemo import / mnemo export through the command line, on real stores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from mnemo.app import open_service
+from mnemo.cli import cli
+from mnemo.config import Settings
+from mnemo.model import Context
+
+WORDS_ONLY = {"MNEMO_EMBEDDER": "none"}
+
+
+def run(home: Path, *args: str, **env: str) -> Any:
+    result = CliRunner().invoke(cli, list(args), env={"MNEMO_HOME": str(home), **WORDS_ONLY, **env})
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def imported(home: Path, source: Path, **env: str) -> dict[str, Any]:
+    return json.loads(run(home, "import", str(source), "--json", **env).stdout)
+
+
+def memories(home: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in run(home, "export").stdout.splitlines()[1:]]
+
+
+def test_an_export_imported_into_a_new_store_is_the_same_memories(tmp_path: Path):
+    first = tmp_path / "first"
+    service = open_service(Settings(home=first, config_dir=tmp_path / "config", embedder="none"))
+    service.store("Emma is allergic to peanuts", subject="Emma", tags=["health"], importance=0.9,
+                  context=Context(user_id="u1", conversation_id="c1"), metadata={"source": "chat"})  # fmt: skip
+    service.store("The team ships on Thursdays", access_level="shared", type="core")
+    service.storage.close()
+    dump = tmp_path / "dump.jsonl"
+    run(first, "export", "-o", str(dump))
+    header = json.loads(dump.read_text().splitlines()[0])
+    assert (header["format"], header["count"]) == ("mnemo-export", 2)
+    second = tmp_path / "second"
+    assert imported(second, dump) == {"format": "mnemo", "imported": 2, "duplicates_skipped": 0, "rejected": {},
+                                      "rejected_examples": {}}  # fmt: skip
+    assert memories(second) == memories(first)  # ids, dates, tags, auto tags, users, metadata: all kept
+
+
+def test_importing_the_same_file_twice_adds_nothing_the_second_time(tmp_path: Path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "house.md").write_text("# House\n\nThe spare key is under the blue pot.\n\n"
+                                    "The boiler is serviced every March.\n")  # fmt: skip
+    home = tmp_path / "home"
+    assert imported(home, notes)["imported"] == 2
+    again = imported(home, notes)
+    assert (again["imported"], again["duplicates_skipped"]) == (0, 2)
+    assert len(memories(home)) == 2
+
+
+def test_a_text_folder_gives_one_memory_per_paragraph_and_skips_headings(tmp_path: Path):
+    notes = tmp_path / "notes"
+    (notes / "sub").mkdir(parents=True)
+    (notes / "a.md").write_text("# Title\n\nFirst paragraph\nspans two lines.\n\n## Only a heading\n\n\n")
+    (notes / "sub" / "b.txt").write_text("Second file, one paragraph.")
+    (notes / "ignored.json").write_text("{}")
+    home = tmp_path / "home"
+    assert imported(home, notes)["imported"] == 2
+    kept = {m["content"]: m["metadata"]["source_file"] for m in memories(home)}
+    assert kept == {"First paragraph spans two lines.": "a.md", "Second file, one paragraph.": "sub/b.txt"}
+
+
+def test_the_mcp_memory_servers_graph_becomes_memories_about_its_entities(tmp_path: Path):
+    graph = tmp_path / "memory.json"
+    lines = [
+        {"type": "entity", "name": "John_Smith", "entityType": "person",
+         "observations": ["Speaks fluent Spanish", "Graduated in 2019"]},
+        {"type": "entity", "name": "Anthropic", "entityType": "organization", "observations": []},
+        {"type": "relation", "from": "John_Smith", "to": "Anthropic", "relationType": "works_at"},
+    ]  # fmt: skip
+    graph.write_text("\n".join(json.dumps(line) for line in lines) + "\n{not json\n" + '{"type": "thing"}\n')
+    home = tmp_path / "home"
+    summary = imported(home, graph)
+    assert (summary["format"], summary["imported"]) == ("mcp-memory", 3)
+    assert sum(summary["rejected"].values()) == 2 and any("not JSON" in r for r in summary["rejected"])
+    by_content = {m["content"]: m for m in memories(home)}
+    assert set(by_content) == {"Speaks fluent Spanish", "Graduated in 2019", "John Smith works at Anthropic"}
+    assert by_content["Speaks fluent Spanish"]["subject"] == "John Smith"
+    assert "person" in by_content["Speaks fluent Spanish"]["tags"]
+
+
+def test_refused_records_are_counted_with_their_reasons_and_the_rest_is_imported(tmp_path: Path):
+    dump = tmp_path / "dump.jsonl"
+    rows = [{"format": "mnemo-export", "version": 1}, {"content": "A good one"}, {"content": ""},
+            {"content": "Too important", "importance": 5}, {"content": "Bad date", "created_at": "yesterday"},
+            {"content": "Wrong tags", "tags": 7}, {"no": "content"}]  # fmt: skip
+    dump.write_text("\n".join(json.dumps(r) for r in rows))
+    home = tmp_path / "home"
+    summary = imported(home, dump)
+    assert summary["imported"] == 1 and sum(summary["rejected"].values()) == 5
+    assert [m["content"] for m in memories(home)] == ["A good one"]
+    shown = run(home, "import", str(dump)).stdout
+    assert "rejected 5" in shown and "dump.jsonl:3" in shown  # the reasons name the lines
+
+
+def test_with_the_model_a_rewrite_of_a_stored_fact_is_skipped_as_a_near_duplicate(
+    tmp_path: Path, installed_model: Path
+):
+    notes = tmp_path / "notes.md"
+    notes.write_text("Emma is allergic to peanuts.\n\nemma is allergic to peanuts\n\nLiam plays the cello.\n")
+    home = tmp_path / "home"
+    summary = imported(home, notes, MNEMO_EMBEDDER="local")
+    assert (summary["imported"], summary["duplicates_skipped"]) == (2, 1)
+    service = open_service(Settings(home=home, config_dir=tmp_path / "config"))
+    try:
+        assert service.storage.unembedded(10) == []  # the batch's vectors were stored with them
+        assert service.recall("who plays an instrument").hits[0].memory.content == "Liam plays the cello."
+    finally:
+        service.storage.close()
+
+
+@pytest.mark.parametrize("name", ["memory.json", "notes.txt"])
+def test_the_format_is_detected_from_the_file(tmp_path: Path, name: str):
+    from mnemo.transfer.formats import detect
+
+    path = tmp_path / name
+    path.write_text('{"type": "entity", "name": "x", "entityType": "t", "observations": []}\n')
+    assert detect(path) == ("mcp-memory" if name == "memory.json" else "text")
