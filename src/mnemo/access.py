@@ -69,6 +69,9 @@ class ScopedStorage:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    def __repr__(self) -> str:  # logs name the store, not the wrapper
+        return repr(self.inner)
+
     def get(self, memory_id: str) -> Memory | None:
         memory = self.inner.get(memory_id)
         return memory if memory is None or can_read(memory, callers.current()) else None

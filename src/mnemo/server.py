@@ -6,6 +6,7 @@ Nothing here is a module-level singleton, so a test builds a whole server around
 
 from __future__ import annotations
 
+import json
 import logging
 import logging.handlers
 import sys
@@ -16,7 +17,7 @@ from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import ValidationError
 
 from mnemo import __version__
@@ -83,7 +84,7 @@ class ProfileServer(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
@@ -97,6 +98,12 @@ class ProfileServer(MCPServer):
             return self.profile.error_result(
                 MnemoError(f"internal error in {name}; see the server log"), self.service.clock.now()
             )
+        if isinstance(result, CallToolResult) and result.structured_content is not None:
+            # The SDK writes the text block as indented JSON of the same object: a third larger on
+            # the wire and to parse. The specs ask for the JSON object, not for its layout.
+            compact = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+            result.content = [TextContent(type="text", text=compact)]
+        return result
 
 
 def build_server(
