@@ -36,6 +36,7 @@ from mnemo.cli.common import (
     store_option,
 )
 from mnemo.cli.keys import keys_group
+from mnemo.cli.lifecycle import archive_command, consolidate_command, restore_command
 from mnemo.cli.stores import stores_group
 from mnemo.cli.transfer import export_command, import_command
 from mnemo.config import PROFILE_NAMES, Settings
@@ -413,6 +414,9 @@ cli.add_command(stores_group)
 cli.add_command(keys_group)
 cli.add_command(import_command)
 cli.add_command(export_command)
+cli.add_command(restore_command)
+cli.add_command(archive_command)
+cli.add_command(consolidate_command)
 
 
 def main() -> None:

@@ -1,0 +1,91 @@
+"""``mnemo restore``, ``mnemo archive`` and ``mnemo consolidate``: spec 004's lifecycle from the shell."""
+
+from __future__ import annotations
+
+import click
+
+from mnemo.cli.common import _dump, _plain, _service, json_option, store_option
+
+
+@click.command(name="restore")
+@click.argument("memory_id", metavar="ID")
+@store_option
+@json_option
+def restore_command(memory_id: str, store: str | None, as_json: bool) -> None:
+    """Bring memory ID back: a forgotten one (before its recovery time ends) or an archived one."""
+    from mnemo.lifecycle.archive import Archiver
+    from mnemo.lifecycle.recover import recover
+    from mnemo.model import Status
+
+    with _service(store) as service:
+        if service.get(memory_id).status is Status.FORGOTTEN:
+            memory = recover(service, memory_id, actor="mnemo-cli")
+            answer = {"memory_id": memory.id, "restored_from": "forgotten", "version": memory.version}
+        else:
+            result = Archiver(service, service.lifecycle).restore(memory_id, actor="mnemo-cli")
+            answer = {"memory_id": memory_id, "restored_from": "archive", "mode": result.restored[0].mode}
+    if as_json:
+        _dump(answer)
+    else:
+        click.echo(f"restored {memory_id} (it was {answer['restored_from']})")
+
+
+@click.command(name="archive")
+@click.argument("memory_ids", metavar="ID...", nargs=-1, required=True)
+@click.option("--tier", type=click.Choice(["cold", "glacier", "deep_archive"]), default="cold", show_default=True)
+@click.option("--dry-run", is_flag=True, help="Say what would move; change nothing.")
+@store_option
+@json_option
+def archive_command(memory_ids: tuple[str, ...], tier: str, dry_run: bool, store: str | None, as_json: bool) -> None:
+    """Archive memories into a tier (cold: out of recall; glacier: compressed; deep_archive: to a file)."""
+    from mnemo.lifecycle.archive import Archiver
+
+    with _service(store) as service:
+        result = Archiver(service, service.lifecycle).archive(
+            memory_ids=list(memory_ids), tier=tier, dry_run=dry_run, actor="mnemo-cli"
+        )
+    if as_json:
+        _dump(_plain(result))
+        return
+    verb = "would archive" if dry_run else "archived"
+    click.echo(f"{verb} {len(result.archived)} memories into {tier}; {result.saved_bytes} bytes out of the database")
+
+
+@click.command(name="consolidate")
+@click.argument("memory_ids", metavar="ID ID...", nargs=-1, required=True)
+@click.option(
+    "--strategy",
+    type=click.Choice(["merge_all", "keep_primary", "ai_synthesis"]),
+    default="merge_all",
+    show_default=True,
+    help="ai_synthesis needs MNEMO_SYNTHESIS_URL (else it merges and says so).",
+)
+@click.option("--primary", default=None, help="The memory to keep (keep_primary).")
+@store_option
+@json_option
+def consolidate_command(
+    memory_ids: tuple[str, ...], strategy: str, primary: str | None, store: str | None, as_json: bool
+) -> None:
+    """Merge related memories into one; the originals are archived (their ids stay readable)."""
+    from mnemo.lifecycle.archive import Archiver
+    from mnemo.lifecycle.consolidate import Consolidator
+
+    with _service(store) as service:
+        merged = Consolidator(service, Archiver(service, service.lifecycle)).consolidate(
+            list(memory_ids), strategy, primary_memory_id=primary, actor="mnemo-cli"
+        )
+    if as_json:
+        _dump(
+            {
+                "memory_id": merged.memory.id,
+                "content": merged.memory.content,
+                "method": merged.method,
+                "source_ids": merged.source_ids,
+                "warnings": merged.warnings,
+            }
+        )
+        return
+    click.echo(f"consolidated {len(merged.source_ids)} memories into {merged.memory.id} ({merged.method}):")
+    click.echo(merged.memory.content)
+    for warning in merged.warnings:
+        click.echo(f"warning: {warning}", err=True)
