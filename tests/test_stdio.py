@@ -110,8 +110,7 @@ async def test_mnemo_serve_answers_every_tool_over_stdio_and_logs_only_to_its_lo
 
 async def test_the_model_starts_loading_with_the_first_message_after_initialize():
     warmed = threading.Event()
-    service = SimpleNamespace(warm_up=warmed.set, storage=SimpleNamespace(back_up=lambda *args, **kwargs: None))
-    middleware = WarmUpAfterHandshake(service)  # type: ignore[arg-type]
+    middleware = WarmUpAfterHandshake(warmed.set)
 
     async def call_next(ctx: object) -> None:
         return None

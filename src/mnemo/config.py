@@ -81,6 +81,12 @@ class Settings(BaseSettings):
     synthesis_model: str | None = Field(None, description="Model name sent to that chat API.")
     synthesis_api_key: str | None = Field(None, description="Bearer key for that chat API, if it needs one.")
     synthesis_timeout_s: float = Field(60.0, gt=0, description="How long a synthesis may take before it fails.")
+    maintenance_interval_s: int = Field(
+        3600, ge=0, description="How often a server runs the maintenance pass after the one at start (0: only then)."
+    )
+    expired_grace_days: int = Field(
+        7, ge=0, le=3650, description="Days after its expires_at before maintenance forgets an expired memory."
+    )
     rate_limits: str = Field(
         "", description="HTTP: calls per user and window, over spec 004's table: e.g. `store_memory=50,*=1000`, or off."
     )

@@ -67,6 +67,7 @@ class Filters:
     importance_below: float | None = None  # strictly below (spec 004's auto-archive "low_importance")
     importance_bands: tuple[str, ...] | None = None  # high / medium / low (model.importance_band)
     accessed_before: datetime | None = None
+    expired_before: datetime | None = None  # memories whose expires_at is at or before this (with include_expired)
     archive_ids: tuple[str, ...] | None = None
     contains: TextMatch | None = None
     include_expired: bool = False

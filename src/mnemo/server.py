@@ -11,6 +11,10 @@ import logging
 import logging.handlers
 import sys
 import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mcp.server import MCPServer
@@ -26,6 +30,7 @@ from mnemo.clock import Clock
 from mnemo.config import Settings
 from mnemo.errors import EmbeddingError, InvalidInput, MnemoError, StorageError
 from mnemo.keys import KeyRing
+from mnemo.lifecycle.maintenance import maintain
 from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
 from mnemo.profiles.arguments import keep_strings_literal
@@ -156,21 +161,35 @@ def _warm_up(service: MemoryService) -> None:
         log.error("store unusable: %s", exc.message)
 
 
+def _background(service: MemoryService, settings: Settings) -> None:
+    """A server's background thread: warm up, then the maintenance pass now and every interval."""
+    _warm_up(service)
+    grace = timedelta(days=settings.expired_grace_days)
+    while True:
+        try:
+            maintain(service, grace)
+        except MnemoError as exc:
+            log.error("maintenance of store %s failed: %s", service.storage.name, exc.message)
+        if not settings.maintenance_interval_s:
+            return
+        time.sleep(settings.maintenance_interval_s)
+
+
 class WarmUpAfterHandshake:
-    """Middleware that starts loading the model with the first message after ``initialize``.
+    """Middleware that starts the background work (``start``) with the first message after ``initialize``.
 
     The model's imports and load hold the GIL for a few hundred milliseconds: started with the
     server, they would delay the handshake a client waits on; a first tool call comes later.
     """
 
-    def __init__(self, service: MemoryService) -> None:
-        self._service = service
+    def __init__(self, start: Callable[[], None]) -> None:
+        self._start = start
         self._started = False
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if not self._started and ctx.method != "initialize":
             self._started = True
-            threading.Thread(target=_warm_up, args=(self._service,), name="mnemo-warm-up", daemon=True).start()
+            threading.Thread(target=self._start, name="mnemo-background", daemon=True).start()
         return await call_next(ctx)
 
 
@@ -203,7 +222,8 @@ def serve_http(settings: Settings, options: HttpOptions, profile: str | None = N
         oauth = oauth_settings(settings, options)
         # The REST API speaks spec 004 whichever profile MCP serves, over the same store.
         rest_tools = server if server.profile.name == "full" else ProfileServer(get_profile("full"), server.service)
-        http.run(server, KeyRing(settings.home), options, limits, oauth, rest_tools, lambda: _warm_up(server.service))
+        background = partial(_background, server.service, settings)
+        http.run(server, KeyRing(settings.home), options, limits, oauth, rest_tools, background)
     finally:
         server.close()
 
@@ -218,7 +238,7 @@ def serve(settings: Settings, profile: str | None = None, store: str | None = No
     configure_logging(settings)
     server = build_server(settings, profile, store)
     # The model loads off the event loop, once the handshake is answered.
-    server.middleware.append(WarmUpAfterHandshake(server.service))
+    server.middleware.append(WarmUpAfterHandshake(partial(_background, server.service, settings)))
     log.info("mnemo %s serving profile %s on stdio, store %s", __version__, server.profile.name, server.service.storage)
     try:
         server.run()

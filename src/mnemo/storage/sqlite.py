@@ -243,6 +243,9 @@ def _where(f: Filters) -> tuple[str, list[Any]]:
     for tag in f.tags_all or ():
         clauses.append("m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag = ?)")
         params.append(tag)
+    if f.expired_before is not None:
+        clauses.append("(m.expires_at IS NOT NULL AND m.expires_at <= ?)")
+        params.append(to_iso(f.expired_before))
     if not f.include_expired:
         clauses.append("(m.expires_at IS NULL OR m.expires_at > ?)")
         params.append(to_iso(f.now))
