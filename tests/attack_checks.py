@@ -132,8 +132,12 @@ def _leaks(text: str, secret: str) -> list[str]:
     return found + (["answer shows the path of the store's files"] if secret in text else [])
 
 
+# Records of calls rather than memory state: a refused operation may leave a failed job behind.
+CALL_RECORDS = {"jobs", "request_counts", "idempotent_calls"}
+
+
 def dump(home: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table of every database under ``home``, in a stable order."""
+    """Every row of every table (but the call records) of every database under ``home``, in a stable order."""
     content: dict[str, list[tuple[Any, ...]]] = {}
     for db_file in sorted(home.rglob("*.db")):
         with closing(sqlite3.connect(f"file:{db_file}?mode=ro", uri=True)) as db:
@@ -141,6 +145,8 @@ def dump(home: Path) -> dict[str, list[tuple[Any, ...]]]:
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
             ).fetchall()
             for (table,) in tables:
+                if table in CALL_RECORDS:
+                    continue
                 rows = db.execute(f'SELECT * FROM "{table}"').fetchall()
                 content[f"{db_file.relative_to(home)}:{table}"] = sorted(rows, key=repr)
     return content

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from attack_checks import CALL_RECORDS
 from mcp_calls import answer as call
 from mcp_calls import structured
 from mnemo.app import open_service
@@ -56,10 +57,11 @@ def rows(settings: Settings, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 
 def dump(settings: Settings) -> list[Any]:
-    """Every row of every table but the word index's own: the store's whole state."""
+    """Every row of every table but the word index's own and the call records: the store's whole state."""
     with closing(sqlite3.connect(database(settings))) as db:
         tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return [(t, db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()) for t in tables if "fts" not in t]
+        kept = [t for t in tables if "fts" not in t and t not in CALL_RECORDS]
+        return [(t, db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()) for t in kept]
 
 
 async def listed(client: Client, memory_id: str, status: str = "active") -> dict[str, Any]:

@@ -24,7 +24,9 @@ def run(home: Path, *args: str, **env: str) -> Any:
 
 
 def imported(home: Path, source: Path, **env: str) -> dict[str, Any]:
-    return json.loads(run(home, "import", str(source), "--json", **env).stdout)
+    summary = json.loads(run(home, "import", str(source), "--json", **env).stdout)
+    assert summary.pop("job_id")  # every import is a recorded job
+    return dict(summary)
 
 
 def memories(home: Path) -> list[dict[str, Any]]:

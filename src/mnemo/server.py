@@ -30,6 +30,7 @@ from mnemo.clock import Clock
 from mnemo.config import Settings
 from mnemo.errors import EmbeddingError, InvalidInput, MnemoError, StorageError
 from mnemo.keys import KeyRing
+from mnemo.lifecycle.jobs import close_abandoned
 from mnemo.lifecycle.maintenance import maintain
 from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
@@ -163,6 +164,11 @@ def _warm_up(service: MemoryService) -> None:
 
 def _background(service: MemoryService, settings: Settings) -> None:
     """A server's background thread: warm up, then the maintenance pass now and every interval."""
+    try:
+        if closed := close_abandoned(service.storage, service.clock):
+            log.warning("marked %d jobs failed: the processes running them had ended", closed)
+    except MnemoError as exc:
+        log.error("store unusable: %s", exc.message)
     _warm_up(service)
     grace = timedelta(days=settings.expired_grace_days)
     while True:

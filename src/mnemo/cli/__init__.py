@@ -36,7 +36,7 @@ from mnemo.cli.common import (
     store_option,
 )
 from mnemo.cli.keys import keys_group
-from mnemo.cli.lifecycle import archive_command, consolidate_command, restore_command
+from mnemo.cli.lifecycle import archive_command, consolidate_command, jobs_command, restore_command
 from mnemo.cli.stores import stores_group
 from mnemo.cli.transfer import export_command, import_command
 from mnemo.config import PROFILE_NAMES, Settings
@@ -384,9 +384,18 @@ def reindex(store: str | None) -> None:
     """Embed every memory again with the configured model (after a model change), with progress."""
     from rich.progress import Progress
 
+    from mnemo.lifecycle import jobs
+
     with _service(store) as service, Progress() as progress:
         task = progress.add_task("embedding", total=None)
-        done = service.reindex(lambda n, total: progress.update(task, completed=n, total=total))
+        with jobs.recorded(service.storage, service.clock, "reindex") as job:
+
+            def advanced(n: int, total: int) -> None:
+                progress.update(task, completed=n, total=total)
+                job.advance(n, total)
+
+            done = service.reindex(advanced)
+            job.report.update(embedded=done)
     click.echo(f"re-embedded {done} memories with {service.embedder.name if service.embedder else '-'}")
 
 
@@ -417,6 +426,7 @@ cli.add_command(export_command)
 cli.add_command(restore_command)
 cli.add_command(archive_command)
 cli.add_command(consolidate_command)
+cli.add_command(jobs_command)
 
 
 def main() -> None:

@@ -32,7 +32,13 @@ def restore_command(memory_id: str, store: str | None, as_json: bool) -> None:
 
 @click.command(name="archive")
 @click.argument("memory_ids", metavar="ID...", nargs=-1, required=True)
-@click.option("--tier", type=click.Choice(["cold", "glacier", "deep_archive"]), default="cold", show_default=True)
+@click.option(
+    "--tier",
+    type=click.Choice(["cold", "glacier", "deep_archive"]),
+    default="cold",
+    show_default=True,
+    help="cold: out of recall and lists; glacier: compressed in the database; deep_archive: to a file.",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would move; change nothing.")
 @store_option
 @json_option
@@ -89,3 +95,35 @@ def consolidate_command(
     click.echo(merged.memory.content)
     for warning in merged.warnings:
         click.echo(f"warning: {warning}", err=True)
+
+
+@click.command(name="jobs")
+@click.argument("job_id", metavar="[ID]", required=False)
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True, help="Most jobs to list.")
+@store_option
+@json_option
+def jobs_command(job_id: str | None, limit: int, store: str | None, as_json: bool) -> None:
+    """The store's recorded jobs (archive and restore runs, imports, re-embedding), newest first, or job ID."""
+    from mnemo.cli.common import _console, _table
+    from mnemo.lifecycle import jobs
+
+    with _service(store) as service:
+        found = [jobs.find(service.storage, job_id)] if job_id else service.storage.recent_jobs(limit)
+    shown = [jobs.shown(job) for job in found]
+    if as_json:
+        _dump(shown[0] if job_id else {"jobs": shown})
+        return
+    table = _table()
+    for column in ("job", "kind", "status", "started", "progress", "result or error"):
+        table.add_column(column)
+    for job in shown:
+        done, total = job["progress"]["done"], job["progress"]["total"]
+        table.add_row(
+            job["job_id"],
+            job["kind"],
+            job["status"],
+            job["started_at"],
+            f"{done}/{total if total is not None else '?'}",
+            job["error"] or str(job["result"]),
+        )
+    _console().print(table)

@@ -43,6 +43,7 @@ def import_command(source: Path, chosen: formats.Format, store: str | None, as_j
         _dump(
             {
                 "format": kind,
+                "job_id": summary.job_id,
                 "imported": summary.imported,
                 "duplicates_skipped": summary.duplicates,
                 "rejected": dict(summary.rejected),
@@ -52,7 +53,7 @@ def import_command(source: Path, chosen: formats.Format, store: str | None, as_j
         return
     click.echo(
         f"{source.name} ({kind}): imported {summary.imported}, duplicates skipped {summary.duplicates}, "
-        f"rejected {sum(summary.rejected.values())}"
+        f"rejected {sum(summary.rejected.values())} (job {summary.job_id})"
     )
     for reason, count in summary.rejected.most_common():
         click.echo(f"  {count} rejected: {reason} (e.g. {', '.join(summary.examples[reason])})")

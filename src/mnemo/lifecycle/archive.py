@@ -29,7 +29,7 @@ from pathlib import Path
 from mnemo import bounds
 from mnemo.caller import viewer
 from mnemo.errors import AlreadyActive, AlreadyArchived, ArchiveQuotaExceeded, InvalidInput, NotFound, Unprocessable
-from mnemo.lifecycle import archive_files
+from mnemo.lifecycle import archive_files, jobs
 from mnemo.lifecycle.settings import LifecycleSettings
 from mnemo.model import Change, Memory, Status, canonical_category, new_id
 from mnemo.query import Filters, Sort
@@ -161,16 +161,18 @@ class Archiver:
             return result
         self._check_quota(sum(kept.values()) if tier != "cold" else 0)
         why = f"archived to {tier}" + (f": {reason}" if reason else "") + f" (job {job_id})"
-        reference = None
-        if tier == "deep_archive":
-            reference = archive_files.write(self._folder(), job_id, [(m.id, m.content) for m in targets])
-        for start in range(0, len(targets), SAVE_BATCH):
-            batch = targets[start : start + SAVE_BATCH]
-            self.service.storage.save([
-                self._moved(m, tier, archive_ids[m.id], reference, now, why, actor) for m in batch
-            ])  # fmt: skip
-        if tier != "cold" and not retain_embeddings:
-            self._drop_vectors([m.id for m in targets])
+        storage, clock = self.service.storage, self.service.clock
+        with jobs.recorded(storage, clock, f"archive to {tier}", job_id, total=len(targets)) as progress:
+            reference = None
+            if tier == "deep_archive":
+                reference = archive_files.write(self._folder(), job_id, [(m.id, m.content) for m in targets])
+            for start in range(0, len(targets), SAVE_BATCH):
+                batch = targets[start : start + SAVE_BATCH]
+                storage.save([self._moved(m, tier, archive_ids[m.id], reference, now, why, actor) for m in batch])
+                progress.advance(start + len(batch))
+            if tier != "cold" and not retain_embeddings:
+                self._drop_vectors([m.id for m in targets])
+            progress.report.update(archived=len(targets), storage_saved_bytes=result.saved_bytes)
         return result
 
     def _named(self, memory_ids: Sequence[str]) -> list[Memory]:
@@ -250,6 +252,16 @@ class Archiver:
         bounds.fields(reason=reason)
         _one_of(memory_id=memory_id, archive_id=archive_id, memory_ids=memory_ids)
         targets = self._restorable([memory_id] if memory_id is not None else memory_ids, archive_id, mode)
+        job_id = new_id()
+        with jobs.recorded(self.service.storage, self.service.clock, f"restore ({mode})", job_id,
+                           total=len(targets)) as progress:  # fmt: skip
+            result = self._restore(targets, job_id, mode, regenerate_embeddings, reason, actor)
+            progress.advance(len(targets))
+            progress.report.update(restored=len(targets), remaining_ms=result.remaining_ms)
+        return result
+
+    def _restore(self, targets: list[Memory], job_id: str, mode: str, regenerate_embeddings: bool,
+                 reason: str | None, actor: str | None) -> RestoreResult:  # fmt: skip
         started = time.perf_counter()
         contents = self._archived_contents(targets) if mode != "metadata_only" else {}
         now = self.service.clock.now()
@@ -276,7 +288,7 @@ class Archiver:
             self._record_restore_ms(tier, each_ms)
         restored_bytes = sum(_bytes(m.content) for m in restored_memories)
         return RestoreResult(
-            new_id(),
+            job_id,
             [Restored(m.id, m.archive_id, now, mode, m.id in embedded, round(each_ms, 3)) for m in targets],
             round(restored_bytes / GB * self.settings.price("restore"), 6),
             remaining,

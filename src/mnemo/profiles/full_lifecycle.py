@@ -6,6 +6,7 @@ the common error object (``full.error_result``). The rules live in ``mnemo.lifec
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Sequence
 from datetime import datetime
@@ -19,7 +20,7 @@ from mcp.types import SamplingMessage, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
 from mnemo.errors import OperationFailed
-from mnemo.lifecycle import synthesis
+from mnemo.lifecycle import jobs, synthesis
 from mnemo.lifecycle.archive import MAX_ARCHIVE_IDS, MAX_RESTORE_IDS, Archiver, Criteria
 from mnemo.lifecycle.consolidate import MAX_INSTRUCTIONS_CHARS, MAX_SOURCES, MIN_SOURCES, Consolidator, PreserveMetadata
 from mnemo.model import MAX_REASON_CHARS, canonical_category, to_iso
@@ -164,6 +165,16 @@ def sampling_synthesizer(ctx: Context[Any, Any]) -> synthesis.Synthesizer | None
 def register(server: MCPServer, service: MemoryService) -> None:
     archiver = Archiver(service, service.lifecycle)
     consolidator = Consolidator(service, archiver)
+
+    @server.resource(
+        "mnemo://jobs/{job_id}",
+        name="job",
+        mime_type="application/json",
+        description="A recorded job (the job_id of archive_memory and restore_memory): its status, progress and result",
+    )
+    async def job(job_id: str) -> str:
+        found = await run(jobs.find, service.storage, job_id)
+        return json.dumps(jobs.shown(found), ensure_ascii=False)
 
     @server.tool(annotations=hints("Consolidate memories", read_only=False, destructive=False, idempotent=False))
     async def consolidate_memories(

@@ -77,6 +77,23 @@ class IdempotentCall:
     answer: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A long operation as recorded: ``status`` is running, succeeded or failed."""
+
+    id: str
+    kind: str
+    status: str
+    started_at: datetime
+    host: str
+    pid: int
+    ended_at: datetime | None = None
+    done: int = 0
+    total: int | None = None
+    detail: str = "{}"  # JSON: what the operation reports when it ends
+    error: str | None = None
+
+
 class Storage(Protocol):
     name: str
 
@@ -145,6 +162,12 @@ class Storage(Protocol):
         self, principal: str, key: str, request_sha256: str, at: datetime, forget_before: datetime
     ) -> IdempotentCall | None: ...  # None: a new key, now recorded as running
     def end_idempotent(self, principal: str, key: str, answer: str | None) -> None: ...
+
+    # -- jobs ------------------------------------------------------------------------------
+    def put_job(self, job: Job) -> None: ...  # insert or replace the job's record
+    def get_job(self, job_id: str) -> Job | None: ...
+    def recent_jobs(self, limit: int) -> list[Job]: ...  # newest first
+    def running_jobs(self) -> list[Job]: ...
 
     # -- statistics --------------------------------------------------------------------
     def totals(self, filters: Filters) -> Totals: ...

@@ -42,10 +42,12 @@ from mnemo.storage import (
     Granularity,
     GroupKey,
     IdempotentCall,
+    Job,
     StoredVector,
     StoreFile,
     Totals,
     sqlite_files,
+    sqlite_jobs,
     sqlite_requests,
 )
 from mnemo.storage.sqlite_files import DB_FILENAME
@@ -827,6 +829,23 @@ class SQLiteStorage:
     def write_setting(self, key: str, value: str) -> None:
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
+
+    # -- jobs --------------------------------------------------------------------------------
+    def put_job(self, job: Job) -> None:
+        with self._write() as db:
+            sqlite_jobs.put(db, job)
+
+    def get_job(self, job_id: str) -> Job | None:
+        with self._read() as db:
+            return sqlite_jobs.get(db, job_id)
+
+    def recent_jobs(self, limit: int) -> list[Job]:
+        with self._read() as db:
+            return sqlite_jobs.recent(db, limit)
+
+    def running_jobs(self) -> list[Job]:
+        with self._read() as db:
+            return sqlite_jobs.running(db)
 
     # -- request ledgers -------------------------------------------------------------------
     def count_request(self, principal: str, bucket: str, window: int) -> int:

@@ -290,6 +290,22 @@ def m006_request_ledgers(db: sqlite3.Connection) -> None:
     )
 
 
+def m007_jobs(db: sqlite3.Connection) -> None:
+    """Long operations (archive and restore runs, imports, re-embedding) recorded durably: what,
+    where they stand, and how they ended, readable by id from any process of the store."""
+    _run(
+        db,
+        """
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT NOT NULL,
+            ended_at TEXT, done INTEGER NOT NULL DEFAULT 0, total INTEGER, detail TEXT NOT NULL DEFAULT '{}',
+            error TEXT, host TEXT NOT NULL, pid INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX jobs_started ON jobs(started_at);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
@@ -297,4 +313,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m004_expiry_in_user_index,
     m005_archive_tiers,
     m006_request_ledgers,
+    m007_jobs,
 ]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 from mnemo.errors import EmbeddingError, MnemoError
+from mnemo.lifecycle import jobs
 from mnemo.service import MemoryService
 from mnemo.transfer.formats import Record, Unreadable
 
@@ -25,6 +26,7 @@ MAX_EXAMPLES = 5  # rejected records named per reason in the summary
 
 @dataclass
 class ImportSummary:
+    job_id: str = ""
     imported: int = 0
     duplicates: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
@@ -43,7 +45,27 @@ def load(
     progress: Callable[[int], None] = lambda done: None,
     actor: str = "mnemo-import",
 ) -> ImportSummary:
-    summary = ImportSummary()
+    with jobs.recorded(service.storage, service.clock, "import") as job:
+        summary = ImportSummary(job_id=job.job.id)
+
+        def advanced(done: int) -> None:
+            progress(done)
+            job.advance(done)
+
+        _load(service, records, summary, advanced, actor)
+        job.report.update(
+            imported=summary.imported, duplicates=summary.duplicates, rejected=sum(summary.rejected.values())
+        )
+    return summary
+
+
+def _load(
+    service: MemoryService,
+    records: Iterable[Record | Unreadable],
+    summary: ImportSummary,
+    progress: Callable[[int], object],
+    actor: str,
+) -> None:
     items = iter(records)
     done = 0
     while batch := list(islice(items, BATCH)):
@@ -73,7 +95,6 @@ def load(
                     summary.imported += 1
         done += len(batch)
         progress(done)
-    return summary
 
 
 def _held_ids(service: MemoryService, records: list[Record]) -> set[str]:
