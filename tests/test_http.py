@@ -387,3 +387,19 @@ async def test_on_sigterm_a_call_in_flight_finishes_and_the_server_exits_cleanly
         assert service.get(done["consolidated_memory_id"]).content == merged
     finally:
         service.storage.close()
+
+
+async def test_stateless_mode_serves_2025_clients_without_sessions_so_any_server_can_answer(
+    home: Path, keys: dict[str, str]
+):
+    with (
+        serving(home, "--stateless", MNEMO_EMBEDDER="none") as one,
+        serving(home, "--stateless", MNEMO_EMBEDDER="none") as two,
+    ):
+        async with one.client(keys["alice"], "legacy") as first:
+            stored = await answer(first, "store_memory", content="Stateless servers share one store")
+        seen: list[httpx2.Response] = []
+        async with two.client(keys["alice"], "legacy", responses=seen) as second:
+            listed = await answer(second, "list_memories")
+        assert [m["memory_id"] for m in listed["memories"]] == [stored["memory_id"]]
+        assert not any("mcp-session-id" in r.headers for r in seen)  # nothing ties a client to one server
