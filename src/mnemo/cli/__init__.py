@@ -36,7 +36,7 @@ from mnemo.cli.common import (
     store_option,
 )
 from mnemo.cli.keys import keys_group
-from mnemo.cli.lifecycle import archive_command, consolidate_command, jobs_command, restore_command
+from mnemo.cli.lifecycle import archive_command, consolidate_command, jobs_command, restore_command, sync_command
 from mnemo.cli.stores import stores_group
 from mnemo.cli.transfer import export_command, import_command
 from mnemo.config import PROFILE_NAMES, Settings
@@ -427,6 +427,7 @@ cli.add_command(restore_command)
 cli.add_command(archive_command)
 cli.add_command(consolidate_command)
 cli.add_command(jobs_command)
+cli.add_command(sync_command)
 
 
 def main() -> None:

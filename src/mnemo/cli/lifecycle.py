@@ -127,3 +127,69 @@ def jobs_command(job_id: str | None, limit: int, store: str | None, as_json: boo
             job["error"] or str(job["result"]),
         )
     _console().print(table)
+
+
+@click.command(name="sync")
+@click.option(
+    "--type",
+    "sync_type",
+    type=click.Choice(["full", "incremental", "bidirectional", "push", "pull"]),
+    default="incremental",
+    show_default=True,
+    help="incremental/push: changes since the last sync, from --from to --to; pull: the other way; "
+    "bidirectional: both; full: everything, from --from to --to.",
+)
+@click.option(
+    "--from",
+    "source",
+    default="local",
+    show_default=True,
+    help="A store name; local is the one --store (or MNEMO_STORE) names.",
+)
+@click.option(
+    "--to",
+    "destination",
+    default="cloud",
+    show_default=True,
+    help="A store name (register cloud with `mnemo stores add cloud PATH`).",
+)
+@click.option(
+    "--conflicts",
+    "resolution",
+    default="newest_wins",
+    show_default=True,
+    type=click.Choice(["source_wins", "destination_wins", "newest_wins", "merge", "manual"]),
+    help="What wins when a memory changed on both sides since the last sync (manual: stop and list them).",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would change; change nothing.")
+@store_option
+@json_option
+def sync_command(
+    sync_type: str, source: str, destination: str, resolution: str, dry_run: bool, store: str | None, as_json: bool
+) -> None:
+    """Sync memories between two stores: the same ids on both sides, deletions included."""
+    from mnemo.app import open_service
+    from mnemo.cli.common import _store_name
+    from mnemo.config import Settings
+    from mnemo.lifecycle.sync import Syncer
+
+    settings = Settings()
+    local = _store_name(store) or settings.store
+    names = [local if name == "local" else name for name in (source, destination)]
+    sides = [open_service(settings, name, actor="mnemo-sync") for name in names]
+    try:
+        report = Syncer(sides[0], sides[1], source, destination).sync(
+            sync_type, conflict_resolution=resolution, dry_run=dry_run
+        )
+    finally:
+        for side in sides:
+            side.storage.close()
+    if as_json:
+        _dump(_plain(report))
+        return
+    verb = "would sync" if dry_run else "synced"
+    click.echo(
+        f"{verb} {source} -> {destination} ({sync_type}): {report.checked} checked, {report.created} created, "
+        f"{report.updated} updated, {report.deleted} deleted, {report.conflicts} conflicts resolved "
+        f"({resolution}), {report.skipped} skipped, {report.errors} errors"
+    )

@@ -245,6 +245,9 @@ def _where(f: Filters) -> tuple[str, list[Any]]:
     for tag in f.tags_all or ():
         clauses.append("m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag = ?)")
         params.append(tag)
+    if f.updated_after is not None:
+        clauses.append("m.updated_at > ?")
+        params.append(to_iso(f.updated_after))
     if f.expired_before is not None:
         clauses.append("(m.expires_at IS NOT NULL AND m.expires_at <= ?)")
         params.append(to_iso(f.expired_before))

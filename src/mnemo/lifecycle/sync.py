@@ -1,0 +1,302 @@
+"""Sync between two stores (spec 004's sync_memories): the same ids on both sides, changes since the
+last sync of the pair, deletions as forgotten memories, conflicts resolved as asked.
+
+A sync first plans, then applies. The plan compares each memory changed on one side since the
+pair's watermark (the start of their last completed sync, kept in both stores) with its copy on the
+other side: absent there → created; the same state → nothing; changed only on this side → updated;
+changed on both since the watermark → a conflict, resolved by ``conflict_resolution`` (``manual``:
+a 409 listing them, nothing applied). Applying writes one memory per transaction and moves the
+watermark only at the end, so a sync killed midway and run again finds what it wrote already equal,
+and ends where an uninterrupted one would have. A forgotten memory travels as forgotten (a soft
+delete, recoverable on both sides); memories purged for good, or archived beyond ``cold`` (their
+content lives in the tier), are not carried (counted as skipped).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from mnemo.errors import Conflict, InvalidInput, Locked
+from mnemo.lifecycle import jobs
+from mnemo.model import Memory, Status, to_iso
+from mnemo.query import Filters, Position, Sort, SortField
+from mnemo.service import MemoryService
+
+SYNC_TYPES = ("full", "incremental", "bidirectional", "push", "pull")
+RESOLUTIONS = ("source_wins", "destination_wins", "newest_wins", "merge", "manual")
+PAGE = 500
+STORE_ID = "store-id"
+# The fields a sync carries: everything a memory says, not how this store counts or numbers it.
+CARRIED = (
+    "content",
+    "path",
+    "type",
+    "category",
+    "subject",
+    "tags",
+    "auto_tags",
+    "importance",
+    "confidence",
+    "agent_name",
+    "metadata",
+    "context",
+    "access_level",
+    "owner",
+    "expires_at",
+    "status",
+    "archive_tier",
+    "archive_id",
+    "archived_at",
+    "forget_reason",
+    "forget_details",
+    "forgotten_at",
+    "recoverable_until",
+    "updated_at",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncFilters:
+    categories: tuple[str, ...] | None = None
+    user_id: str | None = None
+    conversation_id: str | None = None
+    modified_since: datetime | None = None
+
+
+@dataclass
+class SyncReport:
+    sync_id: str
+    sync_type: str
+    source: str
+    destination: str
+    started_at: datetime
+    completed_at: datetime | None = None
+    duration_ms: float = 0.0
+    checked: int = 0
+    created: int = 0
+    updated: int = 0
+    deleted: int = 0
+    conflicts: int = 0
+    conflicts_resolved: int = 0
+    skipped: int = 0
+    errors: int = 0
+    conflicts_handled: list[dict[str, str]] = field(default_factory=list)
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One memory to write on one side: ``current`` is that side's copy (None: create it)."""
+
+    side: MemoryService
+    memory: Memory
+    current: Memory | None
+
+
+def state(memory: Memory) -> tuple[Any, ...]:
+    return tuple(getattr(memory, name) for name in CARRIED if name != "updated_at")
+
+
+def store_id(service: MemoryService) -> str:
+    known = service.storage.read_setting(STORE_ID)
+    if known is None:
+        known = str(uuid.uuid4())
+        service.storage.write_setting(STORE_ID, known)
+    return known
+
+
+class Syncer:
+    def __init__(
+        self, source: MemoryService, destination: MemoryService, source_name: str, destination_name: str
+    ) -> None:
+        if store_id(source) == store_id(destination):
+            raise InvalidInput("source and destination are the same store", field="destination")
+        self.source, self.destination = source, destination
+        self.names = (source_name, destination_name)
+        self.key = f"sync-watermark:{store_id(destination)}", f"sync-watermark:{store_id(source)}"
+
+    def sync(
+        self,
+        sync_type: str = "incremental",
+        filters: SyncFilters = SyncFilters(),
+        conflict_resolution: str = "newest_wins",
+        dry_run: bool = False,
+        actor: str = "mnemo-sync",
+    ) -> SyncReport:
+        if sync_type not in SYNC_TYPES:
+            raise InvalidInput(f"sync_type must be one of {', '.join(SYNC_TYPES)}", field="sync_type")
+        if conflict_resolution not in RESOLUTIONS:
+            raise InvalidInput(
+                f"conflict_resolution must be one of {', '.join(RESOLUTIONS)}", field="conflict_resolution"
+            )
+        self._refuse_if_running()
+        started = self.source.clock.now()
+        report = SyncReport(f"sync_{uuid.uuid4().hex[:12]}", sync_type, *self.names, started, dry_run=dry_run)
+        clock_started = time.perf_counter()
+        watermark = None if sync_type == "full" else self._watermark()
+        since = max((w for w in (watermark, filters.modified_since) if w is not None), default=None)
+        writes = self._plan(sync_type, since, watermark, filters, conflict_resolution, report)
+        if not dry_run:
+            kind = f"sync {self.names[0]} <-> {self.names[1]}"
+            with jobs.recorded(self.source.storage, self.source.clock, kind, total=len(writes)) as progress:
+                for done, write in enumerate(writes, start=1):
+                    self._apply(write, actor, report)
+                    if done % 100 == 0:
+                        progress.advance(done)
+                for side in (self.source, self.destination):
+                    side.embed_pending()
+                self._set_watermark(started)
+                progress.report.update(created=report.created, updated=report.updated, deleted=report.deleted)
+        report.completed_at = self.source.clock.now()
+        report.duration_ms = round((time.perf_counter() - clock_started) * 1000, 1)
+        return report
+
+    # -- planning --------------------------------------------------------------------------
+    def _plan(
+        self,
+        sync_type: str,
+        since: datetime | None,
+        watermark: datetime | None,
+        filters: SyncFilters,
+        resolution: str,
+        report: SyncReport,
+    ) -> list[Write]:
+        directions = {
+            "pull": [(self.destination, self.source)],
+            "bidirectional": [(self.source, self.destination), (self.destination, self.source)],
+        }.get(sync_type, [(self.source, self.destination)])
+        writes: dict[tuple[int, str], Write] = {}
+        conflicts: list[dict[str, str]] = []
+        for origin, target in directions:
+            for memory in self._changed(origin, since, filters):
+                report.checked += 1
+                if memory.status is Status.ARCHIVED and memory.archive_tier not in (None, "cold"):
+                    report.skipped += 1
+                    continue
+                current = target.storage.get(memory.id)
+                if current is None:
+                    if memory.status is Status.FORGOTTEN:
+                        report.skipped += 1  # nothing to delete there
+                    else:
+                        writes[(id(target), memory.id)] = Write(target, memory, None)
+                    continue
+                if state(current) == state(memory):
+                    continue
+                changed_there = watermark is None or current.updated_at > watermark
+                if not changed_there:
+                    writes[(id(target), memory.id)] = Write(target, memory, current)
+                    continue
+                if (id(origin), memory.id) in writes or any(c["memory_id"] == memory.id for c in conflicts):
+                    continue  # the same conflict, seen from the other side
+                conflicts.append(self._resolve(memory, current, origin, target, resolution, writes))
+        report.conflicts = len(conflicts)
+        if resolution == "manual" and conflicts:
+            raise Conflict(
+                f"{len(conflicts)} memories changed on both sides since the last sync; nothing was "
+                "applied: resolve them, or choose a conflict_resolution",
+                conflicts=[c["memory_id"] for c in conflicts],
+            )
+        report.conflicts_resolved = len(conflicts)
+        report.conflicts_handled = conflicts
+        return list(writes.values())
+
+    def _resolve(
+        self,
+        mine: Memory,
+        theirs: Memory,
+        origin: MemoryService,
+        target: MemoryService,
+        resolution: str,
+        writes: dict[tuple[int, str], Write],
+    ) -> dict[str, str]:
+        """Decide one conflict (``mine`` from origin, ``theirs`` on target); queue what it writes."""
+        origin_is_source = origin is self.source
+        if resolution == "newest_wins":
+            origin_wins = mine.updated_at >= theirs.updated_at
+        elif resolution in ("source_wins", "destination_wins"):
+            origin_wins = origin_is_source == (resolution == "source_wins")
+        else:  # merge: the newest content, every tag of both, on both sides; the other content stays in history
+            newest, other = (mine, theirs) if mine.updated_at >= theirs.updated_at else (theirs, mine)
+            merged = newest.evolve(tags=tuple(dict.fromkeys(newest.tags + other.tags)))
+            writes[(id(target), mine.id)] = Write(target, merged, theirs)
+            writes[(id(origin), mine.id)] = Write(origin, merged, mine)
+            return {"memory_id": mine.id, "resolution": "merge", "winner": "merged"}
+        winner, loser_side, loser = (mine, target, theirs) if origin_wins else (theirs, origin, mine)
+        writes[(id(loser_side), mine.id)] = Write(loser_side, winner, loser)
+        winner_is_source = origin_wins == origin_is_source
+        return {
+            "memory_id": mine.id,
+            "resolution": resolution,
+            "winner": "source" if winner_is_source else "destination",
+        }
+
+    @staticmethod
+    def _changed(side: MemoryService, since: datetime | None, filters: SyncFilters) -> list[Memory]:
+        query = Filters(
+            now=side.clock.now(),
+            statuses=None,
+            include_expired=True,
+            visible_to=None,
+            categories=filters.categories,
+            user_id=filters.user_id,
+            conversation_id=filters.conversation_id,
+            updated_after=since,
+        )
+        found: list[Memory] = []
+        after: Position | None = None
+        sort = Sort(SortField.UPDATED_AT, descending=False)
+        while page := side.storage.select(query, sort, PAGE, after=after):
+            found.extend(m for m, _ in page)
+            after = page[-1][1]
+        return found
+
+    # -- applying --------------------------------------------------------------------------
+    def _apply(self, write: Write, actor: str, report: SyncReport) -> None:
+        side, memory, current = write.side, write.memory, write.current
+        carried = {name: getattr(memory, name) for name in CARRIED}
+        try:
+            if current is None:
+                made = replace(memory, entry_number=None, access_count=0, version=1, store=side.storage.name)
+                change = side.change(made, "sync", actor, f"created by sync from {self._other(side)}")
+                side.storage.insert(made, change, numbered=memory.agent_name is not None)
+                report.created += 1
+                return
+            moved = current.evolve(**carried, version=current.version + 1)
+            action = (
+                "forget" if memory.status is Status.FORGOTTEN and current.status is not Status.FORGOTTEN else "sync"
+            )
+            side.storage.save(
+                [(moved, side.change(moved, action, actor, f"synced from {self._other(side)}", previous=current))]
+            )
+            report.deleted += action == "forget"
+            report.updated += action == "sync"
+        except Exception as error:  # one memory's failure is counted; the rest goes on
+            report.errors += 1
+            report.conflicts_handled.append({"memory_id": memory.id, "resolution": "error", "winner": str(error)})
+
+    def _other(self, side: MemoryService) -> str:
+        return self.names[0] if side is self.destination else self.names[1]
+
+    # -- the pair's watermark and lock ---------------------------------------------------------
+    def _watermark(self) -> datetime | None:
+        marks = [self.source.storage.read_setting(self.key[0]), self.destination.storage.read_setting(self.key[1])]
+        # both sides must agree that a sync completed: a copy restored from an older backup has an older mark
+        known = [datetime.fromisoformat(m) for m in marks if m is not None]
+        return min(known) if len(known) == 2 else None
+
+    def _set_watermark(self, at: datetime) -> None:
+        self.source.storage.write_setting(self.key[0], to_iso(at))
+        self.destination.storage.write_setting(self.key[1], to_iso(at))
+
+    def _refuse_if_running(self) -> None:
+        kind = f"sync {self.names[0]} <-> {self.names[1]}"
+        jobs.close_abandoned(self.source.storage, self.source.clock)  # a killed sync does not hold the pair
+        running = [j for j in self.source.storage.running_jobs() if j.kind == kind]
+        if running:
+            raise Locked(
+                f"a sync of {self.names[0]} and {self.names[1]} is running (job {running[0].id})", job_id=running[0].id
+            )

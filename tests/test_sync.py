@@ -1,0 +1,181 @@
+"""Sync between two real stores: ids kept, changes since the last sync, deletions, conflicts, a kill midway."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from mnemo.app import open_service
+from mnemo.cli import cli
+from mnemo.clock import ManualClock
+from mnemo.config import Settings
+from mnemo.errors import Conflict, InvalidInput, Locked
+from mnemo.lifecycle import jobs
+from mnemo.lifecycle.sync import Syncer
+from mnemo.model import Status
+from mnemo.service import MemoryService, TagEdit
+from mnemo.storage import Job
+
+
+@pytest.fixture
+def pair(settings: Settings, clock: ManualClock) -> Iterator[tuple[MemoryService, MemoryService]]:
+    laptop = open_service(settings, clock=clock)
+    team = open_service(settings, "team", clock=clock, create=True)
+    yield laptop, team
+    laptop.storage.close()
+    team.storage.close()
+
+
+def contents(service: MemoryService) -> dict[str, tuple[str, str]]:
+    rows = service.list(statuses=("active", "archived", "deleted"), limit=100).memories
+    return {m.id: (m.content, m.status.value) for m in rows}
+
+
+def test_a_push_copies_memories_with_their_ids_and_a_second_one_finds_nothing_to_do(pair, clock):
+    laptop, team = pair
+    made = [laptop.store(f"Fact {n} about the garden shed").memory for n in range(3)]
+    report = Syncer(laptop, team, "local", "team").sync("push")
+    assert (report.created, report.updated, report.errors) == (3, 0, 0)
+    assert contents(team) == contents(laptop)
+    assert {m.id for m in made} == set(contents(team))
+    clock.advance(minutes=1)
+    again = Syncer(laptop, team, "local", "team").sync("incremental")
+    assert (again.checked, again.created, again.updated) == (0, 0, 0)
+
+
+def test_changes_and_deletions_travel_since_the_last_sync(pair, clock):
+    laptop, team = pair
+    kept, dropped = laptop.store("The boiler is serviced in March").memory, laptop.store("Old wifi password").memory
+    Syncer(laptop, team, "local", "team").sync("push")
+    clock.advance(minutes=5)
+    laptop.update(kept.id, content="The boiler is serviced in May")
+    laptop.forget(dropped.id)
+    report = Syncer(laptop, team, "local", "team").sync("push")
+    assert (report.checked, report.updated, report.deleted) == (2, 1, 1)
+    assert team.get(kept.id).content == "The boiler is serviced in May"
+    assert team.get(dropped.id).status is Status.FORGOTTEN  # recoverable there too
+
+
+def test_pull_and_bidirectional_bring_the_other_sides_changes(pair, clock):
+    laptop, team = pair
+    Syncer(laptop, team, "local", "team").sync("push")
+    clock.advance(minutes=1)
+    theirs = team.store("Standup moves to 10:00").memory
+    report = Syncer(laptop, team, "local", "team").sync("pull")
+    assert report.created == 1 and laptop.get(theirs.id).content == "Standup moves to 10:00"
+    clock.advance(minutes=1)
+    mine = laptop.store("Laptop-only note").memory
+    other = team.store("Team-only note").memory
+    both = Syncer(laptop, team, "local", "team").sync("bidirectional")
+    assert both.created == 2
+    assert contents(laptop) == contents(team) and {mine.id, other.id} <= set(contents(team))
+
+
+def conflicted(pair: tuple[MemoryService, MemoryService], clock: ManualClock) -> str:
+    laptop, team = pair
+    memory = laptop.store("The offsite is in Porto", tags=["travel"]).memory
+    Syncer(laptop, team, "local", "team").sync("push")
+    clock.advance(minutes=1)
+    team.update(memory.id, content="The offsite is in Lisbon", tags=TagEdit(replace=("team",)))
+    clock.advance(minutes=1)
+    laptop.update(memory.id, content="The offsite is in Faro")
+    return memory.id
+
+
+@pytest.mark.parametrize(("resolution", "laptop_has", "team_has"), [
+    ("newest_wins", "Faro", "Faro"), ("source_wins", "Faro", "Faro"), ("destination_wins", "Lisbon", "Lisbon"),
+])  # fmt: skip
+def test_a_conflict_is_resolved_as_asked(pair, clock, resolution, laptop_has, team_has):
+    laptop, team = pair
+    memory_id = conflicted(pair, clock)
+    report = Syncer(laptop, team, "local", "team").sync("bidirectional", conflict_resolution=resolution)
+    assert (report.conflicts, report.conflicts_resolved) == (1, 1)
+    assert laptop.get(memory_id).content.endswith(laptop_has) and team.get(memory_id).content.endswith(team_has)
+
+
+def test_merge_keeps_the_newest_content_every_tag_and_the_other_content_in_history(pair, clock):
+    laptop, team = pair
+    memory_id = conflicted(pair, clock)
+    Syncer(laptop, team, "local", "team").sync("bidirectional", conflict_resolution="merge")
+    for side in (laptop, team):
+        merged = side.get(memory_id)
+        assert (merged.content, set(merged.tags)) == ("The offsite is in Faro", {"travel", "team"})
+    assert any(c.previous is not None and c.previous.content.endswith("Lisbon") for c in team.history(memory_id))
+
+
+def test_manual_resolution_lists_the_conflicts_and_applies_nothing(pair, clock):
+    laptop, team = pair
+    memory_id = conflicted(pair, clock)
+    laptop.store("A new note that must not travel either")
+    before = contents(laptop), contents(team)
+    with pytest.raises(Conflict) as caught:
+        Syncer(laptop, team, "local", "team").sync("bidirectional", conflict_resolution="manual")
+    assert caught.value.details["conflicts"] == [memory_id]
+    assert (contents(laptop), contents(team)) == before
+
+
+def test_a_dry_run_plans_and_changes_nothing(pair):
+    laptop, team = pair
+    laptop.store("Plans only")
+    report = Syncer(laptop, team, "local", "team").sync("push", dry_run=True)
+    assert report.created == 0 and report.checked == 1 and contents(team) == {}
+
+
+def test_the_same_store_twice_and_a_running_sync_are_refused(pair, clock):
+    laptop, team = pair
+    with pytest.raises(InvalidInput):
+        Syncer(laptop, laptop, "local", "local")
+    laptop.storage.put_job(Job("j1", "sync local <-> team", jobs.RUNNING, clock.now(), "h", os.getpid()))
+    with pytest.raises(Locked):
+        Syncer(laptop, team, "local", "team").sync("push")
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    return {**os.environ, "MNEMO_HOME": str(home), "MNEMO_CONFIG_DIR": str(home / "config"), "MNEMO_EMBEDDER": "none"}
+
+
+def exported(home: Path, store: str) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(cli, ["export", "--store", store], env=cli_env(home))
+    rows = [json.loads(line) for line in result.stdout.splitlines()[1:]]
+    return sorted(({k: r[k] for k in ("id", "content", "tags", "context")} for r in rows), key=lambda r: r["id"])
+
+
+def test_a_sync_killed_midway_and_run_again_ends_as_an_uninterrupted_one(tmp_path: Path):
+    home = tmp_path / "home"
+    runner = CliRunner()
+    for name in ("cloud", "clean"):
+        assert runner.invoke(cli, ["stores", "add", name], env=cli_env(home)).exit_code == 0
+    notes = tmp_path / "notes.md"
+    notes.write_text("\n\n".join(f"Note {n}: the shed key is in drawer {n % 7}" for n in range(3000)))
+    assert runner.invoke(cli, ["import", str(notes)], env=cli_env(home)).exit_code == 0
+    command = [sys.executable, "-m", "mnemo", "sync", "--type", "push", "--to", "cloud"]
+    killed = subprocess.Popen(command, env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    service = open_service(Settings(home=home, config_dir=home / "config", embedder="none"), "cloud")
+    deadline = time.monotonic() + 60
+    while service.storage.count(service._filters(service.clock.now(), statuses=("active",))) < 300:
+        assert time.monotonic() < deadline and killed.poll() is None, "the sync ended before it could be killed"
+        time.sleep(0.02)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    partial = service.storage.count(service._filters(service.clock.now(), statuses=("active",)))
+    service.storage.close()
+    assert 0 < partial < 3000
+    subprocess.run(command, env=cli_env(home), check=True, capture_output=True)
+    subprocess.run([*command[:-1], "clean"], env=cli_env(home), check=True, capture_output=True)
+    assert len(exported(home, "cloud")) == 3000
+    assert exported(home, "cloud") == exported(home, "clean")
+
+
+def test_an_unmapped_cloud_is_not_found_with_how_to_map_it(tmp_path: Path):
+    result = CliRunner().invoke(cli, ["sync"], env=cli_env(tmp_path / "home"))
+    assert result.exit_code != 0 and "mnemo stores add cloud" in result.output
