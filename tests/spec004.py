@@ -11,8 +11,7 @@ TOOLS = {
     "store_memory", "recall_memories", "update_memory", "forget_memory", "consolidate_memories", "list_memories",
     "get_memory_stats", "sync_memories", "archive_memory", "restore_memory",
 }  # fmt: skip
-NOT_YET_SERVED = {"sync_memories"}
-SERVED_TOOLS = TOOLS - NOT_YET_SERVED
+SERVED_TOOLS = TOOLS  # all ten, as the spec lists them
 ERROR_FIELDS = {"code", "message", "status", "details", "timestamp", "request_id"}
 
 METRICS = [

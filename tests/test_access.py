@@ -103,3 +103,23 @@ def test_each_user_has_a_shared_space_of_their_own(service: MemoryService):
             space.delete(entry.id)
     with acting_as(ALICE):
         assert [e.id for e in space.read().entries] == [entry.id]
+
+
+def test_a_member_syncs_only_their_own_memories_and_a_reader_none(settings, service: MemoryService):
+    from mnemo.app import open_service
+    from mnemo.lifecycle.sync import SyncFilters, run_sync
+
+    cloud = open_service(settings, "cloud", create=True)
+    try:
+        with acting_as(ALICE):
+            service.store("Alice's private plan", access_level="private")
+        with acting_as(BOB):
+            mine = service.store("Bob's note").memory
+            with pytest.raises(Forbidden):
+                run_sync(service, "local", "cloud", filters=SyncFilters(user_id="alice"))
+            report = run_sync(service, "local", "cloud")
+        assert report.created == 1 and [m.id for m in cloud.list().memories] == [mine.id]
+        with acting_as(CAROL), pytest.raises(Forbidden):
+            run_sync(service, "local", "cloud")
+    finally:
+        cloud.storage.close()

@@ -280,6 +280,8 @@ def attacks(profile: str, target: str) -> list[tuple[str, dict[str, Any]]]:
             ("archive_memory", {"memory_id": target}),
             ("archive_memory", {"auto_archive_criteria": {"low_importance": 1.0}}),
             ("restore_memory", {"memory_id": target}),
+            ("sync_memories", {"filters": {"user_id": "alice"}, "destination": "cloud"}),
+            ("sync_memories", {"destination": "cloud", "dry_run": True}),
         ],
         "agent": [
             ("store_memory", {"type": "core", "content": "overwritten", "id": target}),

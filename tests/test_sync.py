@@ -179,3 +179,72 @@ def test_a_sync_killed_midway_and_run_again_ends_as_an_uninterrupted_one(tmp_pat
 def test_an_unmapped_cloud_is_not_found_with_how_to_map_it(tmp_path: Path):
     result = CliRunner().invoke(cli, ["sync"], env=cli_env(tmp_path / "home"))
     assert result.exit_code != 0 and "mnemo stores add cloud" in result.output
+
+
+# -- sync_memories through MCP (full) ------------------------------------------------------------
+async def test_the_specs_example_syncs_the_served_store_to_cloud(settings: Settings, clock: ManualClock):
+    from mcp import Client
+
+    from mcp_calls import answer
+    from mnemo.server import build_server
+
+    cloud = open_service(settings, "cloud", create=True, clock=clock)
+    server = build_server(settings, "full", clock=clock)
+    try:
+        async with Client(server) as client:
+            for n in range(3):
+                await answer(client, "store_memory", content=f"User 123 fact {n}", context={"user_id": "user_123"})
+            await answer(client, "store_memory", content="Someone else's note", context={"user_id": "user_9"})
+            example = {"sync_type": "incremental", "source": "local", "destination": "cloud",
+                       "filters": {"user_id": "user_123", "modified_since": "2025-12-05T00:00:00Z"},
+                       "conflict_resolution": "newest_wins", "dry_run": False}  # fmt: skip
+            done = await answer(client, "sync_memories", **example)
+            assert done["success"] is True and done["summary"]["created"] == 3 and done["summary"]["synced"] == 3
+            assert done["next_sync_recommended"] > done["completed_at"]
+            assert len(contents(cloud)) == 3
+            job = json.loads((await client.read_resource(f"mnemo://jobs/{done['sync_id']}")).contents[0].text)
+            assert job["status"] == "succeeded"
+            unmapped = await answer(client, "sync_memories", destination="elsewhere")
+            assert (unmapped["error"]["status"], unmapped["error"]["code"]) == (404, "MEMORY_NOT_FOUND")
+            same = await answer(client, "sync_memories", destination="local")
+            assert same["error"]["status"] == 400
+            started = await answer(client, "sync_memories", sync_type="full", background=True)
+            assert started["completed_at"] is None
+            deadline = time.monotonic() + 30
+            while True:
+                job = json.loads((await client.read_resource(f"mnemo://jobs/{started['sync_id']}")).contents[0].text)
+                if job["status"] != "running" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert job["status"] == "succeeded"
+    finally:
+        server.close()
+        cloud.storage.close()
+
+
+async def test_manual_conflicts_are_409_and_a_running_sync_423_through_mcp(settings: Settings, clock: ManualClock):
+    from mcp import Client
+
+    from mcp_calls import answer
+    from mnemo.server import build_server
+
+    cloud = open_service(settings, "cloud", create=True, clock=clock)
+    server = build_server(settings, "full", clock=clock)
+    try:
+        async with Client(server) as client:
+            made = await answer(client, "store_memory", content="The offsite is in Porto")
+            await answer(client, "sync_memories")
+            clock.advance(minutes=1)
+            cloud.update(made["memory_id"], content="The offsite is in Lisbon")
+            clock.advance(minutes=1)
+            await answer(client, "update_memory", memory_id=made["memory_id"], updates={"content": "In Faro"})
+            manual = await answer(client, "sync_memories", sync_type="bidirectional", conflict_resolution="manual")
+            assert (manual["error"]["status"], manual["error"]["code"]) == (409, "SYNC_CONFLICTS")
+            assert manual["error"]["details"]["conflicts"] == [made["memory_id"]]
+            server.service.storage.put_job(Job("s1", "sync local <-> cloud", jobs.RUNNING, clock.now(), "h",
+                                               os.getpid()))  # fmt: skip
+            busy = await answer(client, "sync_memories")
+            assert (busy["error"]["status"], busy["error"]["code"]) == (423, "SYNC_IN_PROGRESS")
+    finally:
+        server.close()
+        cloud.storage.close()

@@ -40,6 +40,13 @@ def check_writable(memory: Memory) -> None:
         raise Forbidden(f"memory {memory.id} belongs to another user", memory_id=memory.id)
 
 
+def check_may_write() -> None:
+    """Forbidden for a read-only key: for an operation that writes whatever it finds (a sync)."""
+    caller = callers.current()
+    if caller is not None and caller.role is Role.READER:
+        raise Forbidden(f"user {caller.user_id!r} has a read-only key")
+
+
 def check_scope(user_id: str | None, field: str = "user_id") -> None:
     """Forbidden when a caller names another user's scope (only an admin may)."""
     caller = callers.current()

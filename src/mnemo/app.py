@@ -8,6 +8,7 @@ memories.store("Emma is lactose intolerant")
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -95,7 +96,11 @@ def open_service(
         recency_half_life_days=settings.recency_half_life_days,
         max_memories=settings.max_memories,
         shared_limits=SharedLimits(settings.shared_max_words, settings.shared_max_entries, folder),
-        lifecycle=lifecycle_settings(folder, settings),
+        lifecycle=replace(
+            lifecycle_settings(folder, settings),
+            # another store of the registry, by name, for sync (sharing this one's embedder and clock)
+            locations=lambda other: open_service(settings, other, actor=actor, clock=clock, embedder=chosen),
+        ),
         actor=actor,
     )
 

@@ -10,7 +10,8 @@ these, once each, into their spec's error shape. Storage adapters map driver err
     │   └── ScopeNotFound   SCOPE_NOT_FOUND     no memories carry that user or conversation id
     ├── Duplicate           DUPLICATE           the same content is already stored
     ├── Conflict            CONFLICT            the memory moved on since the caller read it
-    │   └── CallInProgress  CALL_IN_PROGRESS    a call with the same idempotency key has not answered yet
+    │   ├── CallInProgress  CALL_IN_PROGRESS    a call with the same idempotency key has not answered yet
+    │   └── SyncConflicts   SYNC_CONFLICTS      memories changed on both sides of a sync (resolution "manual")
     ├── RateLimited         RATE_LIMITED        the caller made more calls of this tool this minute than allowed
     ├── AlreadyInState
     │   ├── AlreadyArchived ALREADY_ARCHIVED    archiving a memory that is archived
@@ -21,6 +22,7 @@ these, once each, into their spec's error shape. Storage adapters map driver err
     │                                           a damaged archive, no synthesis model although one was required)
     ├── OperationFailed     OPERATION_FAILED    an operation failed midway and changed nothing (e.g. synthesis)
     ├── Locked              LOCKED              the store stayed busy past the lock timeout
+    │   └── SyncInProgress  SYNC_IN_PROGRESS    a sync of the same two stores is running
     ├── TooComplex          QUERY_TOO_COMPLEX   a query with more filter values than allowed
     ├── QuotaExceeded       QUOTA_EXCEEDED      the store holds its configured maximum
     ├── EmbeddingError      EMBEDDING_ERROR     the embedding model failed or is not installed
@@ -75,6 +77,10 @@ class CallInProgress(Conflict):
     code = "CALL_IN_PROGRESS"
 
 
+class SyncConflicts(Conflict):
+    code = "SYNC_CONFLICTS"
+
+
 class RateLimited(MnemoError):
     code = "RATE_LIMITED"
 
@@ -109,6 +115,10 @@ class OperationFailed(MnemoError):
 
 class Locked(MnemoError):
     code = "LOCKED"
+
+
+class SyncInProgress(Locked):
+    code = "SYNC_IN_PROGRESS"
 
 
 class TooComplex(MnemoError):

@@ -168,22 +168,18 @@ def sync_command(
     sync_type: str, source: str, destination: str, resolution: str, dry_run: bool, store: str | None, as_json: bool
 ) -> None:
     """Sync memories between two stores: the same ids on both sides, deletions included."""
-    from mnemo.app import open_service
-    from mnemo.cli.common import _store_name
-    from mnemo.config import Settings
-    from mnemo.lifecycle.sync import Syncer
+    from mnemo.lifecycle.sync import run_sync
 
-    settings = Settings()
-    local = _store_name(store) or settings.store
-    names = [local if name == "local" else name for name in (source, destination)]
-    sides = [open_service(settings, name, actor="mnemo-sync") for name in names]
-    try:
-        report = Syncer(sides[0], sides[1], source, destination).sync(
-            sync_type, conflict_resolution=resolution, dry_run=dry_run
+    with _service(store) as service:
+        report = run_sync(
+            service,
+            source,
+            destination,
+            sync_type=sync_type,
+            conflict_resolution=resolution,
+            dry_run=dry_run,
+            actor="mnemo-cli",
         )
-    finally:
-        for side in sides:
-            side.storage.close()
     if as_json:
         _dump(_plain(report))
         return

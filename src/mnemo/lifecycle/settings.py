@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # Price keys: holding content per GB-month in the live database ("active") or a tier, and
 # restoring per GB. All zero by default: a local disk costs nothing extra per tier.
@@ -26,6 +28,7 @@ class LifecycleSettings:
     archive_quota_bytes: int | None = None  # archived content (compressed) the store may hold
     prices: dict[str, float] = field(default_factory=dict)  # PRICE_KEYS → USD; missing keys are 0
     synthesis: SynthesisEndpoint | None = None
+    locations: Callable[[str], Any] | None = None  # opens another store by name (a MemoryService), for sync
 
     def price(self, key: str) -> float:
         return self.prices.get(key, 0.0)

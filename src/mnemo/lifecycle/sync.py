@@ -14,18 +14,24 @@ content lives in the tier), are not carried (counted as skipped).
 
 from __future__ import annotations
 
+import contextvars
+import logging
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from mnemo.errors import Conflict, InvalidInput, Locked
+from mnemo import access
+from mnemo.caller import viewer
+from mnemo.errors import InvalidInput, SyncConflicts, SyncInProgress
 from mnemo.lifecycle import jobs
 from mnemo.model import Memory, Status, to_iso
 from mnemo.query import Filters, Position, Sort, SortField
 from mnemo.service import MemoryService
 
+log = logging.getLogger(__name__)
 SYNC_TYPES = ("full", "incremental", "bidirectional", "push", "pull")
 RESOLUTIONS = ("source_wins", "destination_wins", "newest_wins", "merge", "manual")
 PAGE = 500
@@ -126,6 +132,7 @@ class Syncer:
         conflict_resolution: str = "newest_wins",
         dry_run: bool = False,
         actor: str = "mnemo-sync",
+        job_id: str | None = None,
     ) -> SyncReport:
         if sync_type not in SYNC_TYPES:
             raise InvalidInput(f"sync_type must be one of {', '.join(SYNC_TYPES)}", field="sync_type")
@@ -133,16 +140,23 @@ class Syncer:
             raise InvalidInput(
                 f"conflict_resolution must be one of {', '.join(RESOLUTIONS)}", field="conflict_resolution"
             )
+        # over HTTP a member syncs their own memories (an admin: anyone's); a reader writes nothing
+        access.check_scope(filters.user_id, "filters.user_id")
+        access.check_may_write()
+        filters = replace(filters, user_id=filters.user_id or viewer())
         self._refuse_if_running()
         started = self.source.clock.now()
-        report = SyncReport(f"sync_{uuid.uuid4().hex[:12]}", sync_type, *self.names, started, dry_run=dry_run)
+        # the sync's id is its job's: mnemo jobs ID and mnemo://jobs/ID show how it went
+        report = SyncReport(job_id or f"sync_{uuid.uuid4().hex[:12]}", sync_type, *self.names, started, dry_run=dry_run)
         clock_started = time.perf_counter()
         watermark = None if sync_type == "full" else self._watermark()
         since = max((w for w in (watermark, filters.modified_since) if w is not None), default=None)
         writes = self._plan(sync_type, since, watermark, filters, conflict_resolution, report)
         if not dry_run:
             kind = f"sync {self.names[0]} <-> {self.names[1]}"
-            with jobs.recorded(self.source.storage, self.source.clock, kind, total=len(writes)) as progress:
+            with jobs.recorded(
+                self.source.storage, self.source.clock, kind, report.sync_id, total=len(writes)
+            ) as progress:
                 for done, write in enumerate(writes, start=1):
                     self._apply(write, actor, report)
                     if done % 100 == 0:
@@ -195,7 +209,7 @@ class Syncer:
                 conflicts.append(self._resolve(memory, current, origin, target, resolution, writes))
         report.conflicts = len(conflicts)
         if resolution == "manual" and conflicts:
-            raise Conflict(
+            raise SyncConflicts(
                 f"{len(conflicts)} memories changed on both sides since the last sync; nothing was "
                 "applied: resolve them, or choose a conflict_resolution",
                 conflicts=[c["memory_id"] for c in conflicts],
@@ -297,6 +311,63 @@ class Syncer:
         jobs.close_abandoned(self.source.storage, self.source.clock)  # a killed sync does not hold the pair
         running = [j for j in self.source.storage.running_jobs() if j.kind == kind]
         if running:
-            raise Locked(
+            raise SyncInProgress(
                 f"a sync of {self.names[0]} and {self.names[1]} is running (job {running[0].id})", job_id=running[0].id
             )
+
+
+def run_sync(
+    service: MemoryService,
+    source: str = "local",
+    destination: str = "cloud",
+    *,
+    background: bool = False,
+    **options: Any,
+) -> SyncReport:
+    """Sync two locations by name: ``local`` (or the store's own name) is ``service``'s store, any
+    other a store of the registry. In the background the report comes back at once (its sync_id is
+    the job to read); the work goes on in a thread, as the caller."""
+    opened: list[MemoryService] = []
+
+    def located(name: str) -> MemoryService:
+        if name in ("local", service.storage.name):
+            return service
+        if service.lifecycle.locations is None:
+            raise InvalidInput(f"this store cannot reach other locations than local, not {name!r}", field="destination")
+        other: MemoryService = service.lifecycle.locations(name)
+        opened.append(other)
+        return other
+
+    def close() -> None:
+        for other in opened:
+            other.storage.close()
+
+    try:
+        syncer = Syncer(located(source), located(destination), source, destination)
+        if not background:
+            return syncer.sync(**options)
+        syncer._refuse_if_running()  # 423 now, not in the background
+    except BaseException:
+        close()
+        raise
+    job_id = f"sync_{uuid.uuid4().hex[:12]}"
+    placeholder = SyncReport(
+        job_id,
+        options.get("sync_type", "incremental"),
+        source,
+        destination,
+        service.clock.now(),
+        dry_run=options.get("dry_run", False),
+    )
+
+    def work() -> None:
+        try:
+            syncer.sync(**options, job_id=job_id)
+        except Exception:  # recorded as the job's failure; nobody waits on this thread
+            log.exception("background sync %s failed", job_id)
+        finally:
+            close()
+
+    context = contextvars.copy_context()  # the caller (and request id) go with the work
+    threading.Thread(target=context.run, args=(work,), name=f"mnemo-{job_id}", daemon=True).start()
+    return placeholder

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 import anyio.from_thread
@@ -17,18 +17,24 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.types import SamplingMessage, TextContent
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from mnemo.bounds import MAX_ID_CHARS
 from mnemo.errors import OperationFailed
 from mnemo.lifecycle import jobs, synthesis
 from mnemo.lifecycle.archive import MAX_ARCHIVE_IDS, MAX_RESTORE_IDS, Archiver, Criteria
 from mnemo.lifecycle.consolidate import MAX_INSTRUCTIONS_CHARS, MAX_SOURCES, MIN_SOURCES, Consolidator, PreserveMetadata
+from mnemo.lifecycle.sync import SyncFilters, run_sync
 from mnemo.model import MAX_REASON_CHARS, canonical_category, to_iso
 from mnemo.profiles import Omitted, hints, run
 from mnemo.service import MemoryService
 
 API_VERSION = "1.0.0"
 MAX_CRITERIA_CATEGORIES = 20
+
+
+NEXT_SYNC = timedelta(hours=12)  # what a sync's answer recommends for the next one
+MAX_SYNC_CATEGORIES = 20
 
 
 class _Output(BaseModel):
@@ -104,6 +110,46 @@ class ArchiveMemoryResult(_Output):
     estimated_monthly_savings: float
     embeddings_retained: bool
     total_cost: float
+    dry_run: bool = False
+
+
+class SyncFiltersIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    categories: Annotated[list[str], Field(max_length=MAX_SYNC_CATEGORIES)] | Omitted = None
+    user_id: Annotated[str, Field(max_length=MAX_ID_CHARS)] | Omitted = None
+    conversation_id: Annotated[str, Field(max_length=MAX_ID_CHARS)] | Omitted = None
+    modified_since: datetime | Omitted = None
+
+
+class SyncSummary(BaseModel):
+    total_checked: int
+    synced: int
+    created: int
+    updated: int
+    deleted: int
+    conflicts: int
+    conflicts_resolved: int
+    skipped: int
+    errors: int
+
+
+class ConflictHandled(BaseModel):
+    memory_id: str
+    resolution: str
+    winner: str
+
+
+class SyncMemoriesResult(_Output):
+    sync_id: str  # also its job: mnemo://jobs/{sync_id}
+    sync_type: str
+    source: str
+    destination: str
+    started_at: str
+    completed_at: str | None  # None while a background sync runs
+    duration_ms: float
+    summary: SyncSummary
+    conflicts_handled: list[ConflictHandled]
+    next_sync_recommended: str | None
     dry_run: bool = False
 
 
@@ -338,4 +384,70 @@ def register(server: MCPServer, service: MemoryService) -> None:
             ],
             total_cost=result.total_cost,
             estimated_time_remaining_ms=result.remaining_ms,
+        )
+
+    @server.tool(annotations=hints("Sync memories", read_only=False, destructive=False, idempotent=False))
+    async def sync_memories(
+        sync_type: Annotated[
+            Literal["full", "incremental", "bidirectional", "push", "pull"],
+            Field(description="Type of synchronization"),
+        ] = "incremental",
+        source: Annotated[
+            str, Field(min_length=1, max_length=64, description="Source identifier (device, surface, or storage)")
+        ] = "local",
+        destination: Annotated[str, Field(min_length=1, max_length=64, description="Destination identifier")] = "cloud",
+        filters: Annotated[SyncFiltersIn, Field(description="Only sync memories matching these filters")]
+        | Omitted = None,
+        conflict_resolution: Annotated[
+            Literal["source_wins", "destination_wins", "newest_wins", "merge", "manual"],
+            Field(description="How to handle conflicts"),
+        ] = "newest_wins",
+        dry_run: Annotated[StrictBool, Field(description="Preview changes without applying them")] = False,
+        background: Annotated[
+            StrictBool, Field(description="Run sync in background (returns immediately with job_id)")
+        ] = False,
+    ) -> SyncMemoriesResult:
+        """Force synchronization of memories across different surfaces, devices, or storage backends.
+
+        Locations are store names: local is this server's store, any other a store of the registry
+        (`mnemo stores add cloud PATH` maps cloud). Memories keep their ids; deletions travel.
+        """
+        f = filters or SyncFiltersIn()
+        chosen = SyncFilters(
+            tuple(f.categories) if f.categories else None, f.user_id, f.conversation_id, f.modified_since
+        )
+        report = await run(
+            run_sync,
+            service,
+            source,
+            destination,
+            background=background,
+            sync_type=sync_type,
+            filters=chosen,
+            conflict_resolution=conflict_resolution,
+            dry_run=dry_run,
+        )
+        done = report.completed_at
+        return SyncMemoriesResult(
+            sync_id=report.sync_id,
+            sync_type=report.sync_type,
+            source=report.source,
+            destination=report.destination,
+            started_at=to_iso(report.started_at),
+            completed_at=to_iso(done) if done else None,
+            duration_ms=report.duration_ms,
+            summary=SyncSummary(
+                total_checked=report.checked,
+                synced=report.created + report.updated + report.deleted,
+                created=report.created,
+                updated=report.updated,
+                deleted=report.deleted,
+                conflicts=report.conflicts,
+                conflicts_resolved=report.conflicts_resolved,
+                skipped=report.skipped,
+                errors=report.errors,
+            ),
+            conflicts_handled=[ConflictHandled(**c) for c in report.conflicts_handled],
+            next_sync_recommended=to_iso(done + NEXT_SYNC) if done else None,
+            dry_run=report.dry_run,
         )
