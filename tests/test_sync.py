@@ -248,3 +248,30 @@ async def test_manual_conflicts_are_409_and_a_running_sync_423_through_mcp(setti
     finally:
         server.close()
         cloud.storage.close()
+
+
+def test_a_folder_given_by_path_is_a_location_for_a_local_caller_only(settings: Settings, tmp_path: Path):
+    from mnemo.caller import Caller, acting_as
+    from mnemo.errors import Forbidden, NotFound
+    from mnemo.lifecycle.sync import run_sync
+
+    stick = tmp_path / "usb-stick"
+    laptop = open_service(settings)
+    try:
+        laptop.store("Carried on a stick")
+        with pytest.raises(NotFound):
+            run_sync(laptop, "local", str(tmp_path / "missing"))
+        stick.mkdir()
+        assert run_sync(laptop, "local", str(stick)).created == 1
+        assert run_sync(laptop, "local", str(stick / "memory.db")).checked == 0  # the same store, by its file
+        with acting_as(Caller("bob")), pytest.raises(Forbidden):
+            run_sync(laptop, "local", str(stick))
+    finally:
+        laptop.storage.close()
+    from mnemo.app import open_location
+
+    on_stick = open_location(settings, str(stick))
+    try:
+        assert [m.content for m in on_stick.list().memories] == ["Carried on a stick"]
+    finally:
+        on_stick.storage.close()

@@ -13,11 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from mnemo import registry
 from mnemo.clock import Clock
 from mnemo.config import Settings
 from mnemo.embed import Embedder
 from mnemo.enrich import CategoryDetector
-from mnemo.errors import InvalidInput
+from mnemo.errors import InvalidInput, NotFound
 from mnemo.lifecycle.settings import LifecycleSettings, SynthesisEndpoint
 from mnemo.service import MemoryService
 from mnemo.space_limits import SharedLimits
@@ -85,7 +86,37 @@ def open_service(
     """The service of a known store (see ``Settings.store_folder``); ``create`` registers a new one."""
     settings = settings or Settings()
     name = store or settings.store
-    folder = settings.store_folder(name, create=create)
+    return _service_at(settings, settings.store_folder(name, create=create), name, actor, clock, embedder)
+
+
+def open_location(
+    settings: Settings,
+    location: str,
+    *,
+    actor: str = "mnemo",
+    clock: Clock | None = None,
+    embedder: Embedder | Literal["from settings"] | None = "from settings",
+) -> MemoryService:
+    """A store by registry name, or by path: an existing store folder, or the memory.db in it."""
+    if not registry.is_path(location):
+        return open_service(settings, location, actor=actor, clock=clock, embedder=embedder)
+    path = Path(location).expanduser()
+    folder = path.parent if path.name == sqlite_files.DB_FILENAME else path
+    if not folder.is_dir():
+        raise NotFound(
+            f"no folder {location!r} to sync with: make it first (an empty one starts a new store)", location=location
+        )
+    return _service_at(settings, folder.resolve(), folder.resolve().name, actor, clock, embedder)
+
+
+def _service_at(
+    settings: Settings,
+    folder: Path,
+    name: str,
+    actor: str,
+    clock: Clock | None,
+    embedder: Embedder | Literal["from settings"] | None,
+) -> MemoryService:
     storage = SQLiteStorage(folder, name, settings.busy_timeout_s)
     chosen = make_embedder(settings) if embedder == "from settings" else embedder
     return MemoryService(
@@ -99,7 +130,7 @@ def open_service(
         lifecycle=replace(
             lifecycle_settings(folder, settings),
             # another store of the registry, by name, for sync (sharing this one's embedder and clock)
-            locations=lambda other: open_service(settings, other, actor=actor, clock=clock, embedder=chosen),
+            locations=lambda other: open_location(settings, other, actor=actor, clock=clock, embedder=chosen),
         ),
         actor=actor,
     )

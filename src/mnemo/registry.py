@@ -99,3 +99,8 @@ def remove(file: Path, name: str) -> Path:
     folder = stores.pop(name)
     save(file, stores)
     return folder
+
+
+def is_path(location: str) -> bool:
+    """A sync location that names a folder (or its memory.db) rather than a store of the registry."""
+    return "/" in location or location.startswith((".", "~"))

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from mnemo import access
-from mnemo.caller import viewer
-from mnemo.errors import InvalidInput, SyncConflicts, SyncInProgress
+from mnemo import access, registry
+from mnemo.caller import current, viewer
+from mnemo.errors import Forbidden, InvalidInput, SyncConflicts, SyncInProgress
 from mnemo.lifecycle import jobs
 from mnemo.model import Memory, Status, to_iso
 from mnemo.query import Filters, Position, Sort, SortField
@@ -332,6 +332,11 @@ def run_sync(
     def located(name: str) -> MemoryService:
         if name in ("local", service.storage.name):
             return service
+        if registry.is_path(name) and current() is not None:
+            raise Forbidden(
+                f"{name!r} is a path on the server's own disk: only a local caller may sync with one",
+                field="destination",
+            )
         if service.lifecycle.locations is None:
             raise InvalidInput(f"this store cannot reach other locations than local, not {name!r}", field="destination")
         other: MemoryService = service.lifecycle.locations(name)

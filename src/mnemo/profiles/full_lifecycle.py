@@ -35,6 +35,7 @@ MAX_CRITERIA_CATEGORIES = 20
 
 NEXT_SYNC = timedelta(hours=12)  # what a sync's answer recommends for the next one
 MAX_SYNC_CATEGORIES = 20
+MAX_LOCATION_CHARS = 1024  # a store name (64) or, for a local caller, a folder's path
 
 
 class _Output(BaseModel):
@@ -393,9 +394,16 @@ def register(server: MCPServer, service: MemoryService) -> None:
             Field(description="Type of synchronization"),
         ] = "incremental",
         source: Annotated[
-            str, Field(min_length=1, max_length=64, description="Source identifier (device, surface, or storage)")
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_LOCATION_CHARS,
+                description="Source identifier (device, surface, or storage)",
+            ),
         ] = "local",
-        destination: Annotated[str, Field(min_length=1, max_length=64, description="Destination identifier")] = "cloud",
+        destination: Annotated[
+            str, Field(min_length=1, max_length=MAX_LOCATION_CHARS, description="Destination identifier")
+        ] = "cloud",
         filters: Annotated[SyncFiltersIn, Field(description="Only sync memories matching these filters")]
         | Omitted = None,
         conflict_resolution: Annotated[
