@@ -58,6 +58,11 @@ def recorded(
     )
 
 
+def announce(storage: Storage, clock: Clock, kind: str, job_id: str) -> None:
+    """Record a job as running before the thread that runs it (and records it again) has started."""
+    storage.put_job(Job(job_id, kind, RUNNING, clock.now(), socket.gethostname(), os.getpid()))
+
+
 def close_abandoned(storage: Storage, clock: Clock) -> int:
     """Mark failed the running jobs of this machine whose process is gone; how many."""
     here = socket.gethostname()

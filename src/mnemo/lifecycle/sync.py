@@ -144,7 +144,7 @@ class Syncer:
         access.check_scope(filters.user_id, "filters.user_id")
         access.check_may_write()
         filters = replace(filters, user_id=filters.user_id or viewer())
-        self._refuse_if_running()
+        self._refuse_if_running(job_id)
         started = self.source.clock.now()
         # the sync's id is its job's: mnemo jobs ID and mnemo://jobs/ID show how it went
         report = SyncReport(job_id or f"sync_{uuid.uuid4().hex[:12]}", sync_type, *self.names, started, dry_run=dry_run)
@@ -153,9 +153,8 @@ class Syncer:
         since = max((w for w in (watermark, filters.modified_since) if w is not None), default=None)
         writes = self._plan(sync_type, since, watermark, filters, conflict_resolution, report)
         if not dry_run:
-            kind = f"sync {self.names[0]} <-> {self.names[1]}"
             with jobs.recorded(
-                self.source.storage, self.source.clock, kind, report.sync_id, total=len(writes)
+                self.source.storage, self.source.clock, self.kind, report.sync_id, total=len(writes)
             ) as progress:
                 for done, write in enumerate(writes, start=1):
                     self._apply(write, actor, report)
@@ -292,6 +291,11 @@ class Syncer:
             report.errors += 1
             report.conflicts_handled.append({"memory_id": memory.id, "resolution": "error", "winner": str(error)})
 
+    @property
+    def kind(self) -> str:
+        """The job kind of this pair's syncs (one runs at a time)."""
+        return f"sync {self.names[0]} <-> {self.names[1]}"
+
     def _other(self, side: MemoryService) -> str:
         return self.names[0] if side is self.destination else self.names[1]
 
@@ -306,10 +310,10 @@ class Syncer:
         self.source.storage.write_setting(self.key[0], to_iso(at))
         self.destination.storage.write_setting(self.key[1], to_iso(at))
 
-    def _refuse_if_running(self) -> None:
-        kind = f"sync {self.names[0]} <-> {self.names[1]}"
+    def _refuse_if_running(self, own_job: str | None = None) -> None:
+        kind = self.kind
         jobs.close_abandoned(self.source.storage, self.source.clock)  # a killed sync does not hold the pair
-        running = [j for j in self.source.storage.running_jobs() if j.kind == kind]
+        running = [j for j in self.source.storage.running_jobs() if j.kind == kind and j.id != own_job]
         if running:
             raise SyncInProgress(
                 f"a sync of {self.names[0]} and {self.names[1]} is running (job {running[0].id})", job_id=running[0].id
@@ -349,13 +353,15 @@ def run_sync(
 
     try:
         syncer = Syncer(located(source), located(destination), source, destination)
-        if not background:
+        if not background or options.get("dry_run"):  # a dry run writes nothing: it answers at once
             return syncer.sync(**options)
         syncer._refuse_if_running()  # 423 now, not in the background
     except BaseException:
         close()
         raise
     job_id = f"sync_{uuid.uuid4().hex[:12]}"
+    # recorded before the thread starts: the caller may read mnemo://jobs/{sync_id} at once
+    jobs.announce(syncer.source.storage, syncer.source.clock, syncer.kind, job_id)
     placeholder = SyncReport(
         job_id,
         options.get("sync_type", "incremental"),
