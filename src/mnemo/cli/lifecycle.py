@@ -168,9 +168,16 @@ def sync_command(
     sync_type: str, source: str, destination: str, resolution: str, dry_run: bool, store: str | None, as_json: bool
 ) -> None:
     """Sync memories between two stores: the same ids on both sides, deletions included."""
+    from rich.progress import Progress
+
     from mnemo.lifecycle.sync import run_sync
 
-    with _service(store) as service:
+    with _service(store) as service, Progress(transient=True) as bar:
+        task = bar.add_task(f"syncing {source} -> {destination}", total=None)
+
+        def advanced(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
         report = run_sync(
             service,
             source,
@@ -179,6 +186,7 @@ def sync_command(
             conflict_resolution=resolution,
             dry_run=dry_run,
             actor="mnemo-cli",
+            on_progress=advanced,
         )
     if as_json:
         _dump(_plain(report))

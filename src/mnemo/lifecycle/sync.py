@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -133,6 +134,7 @@ class Syncer:
         dry_run: bool = False,
         actor: str = "mnemo-sync",
         job_id: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> SyncReport:
         if sync_type not in SYNC_TYPES:
             raise InvalidInput(f"sync_type must be one of {', '.join(SYNC_TYPES)}", field="sync_type")
@@ -158,6 +160,8 @@ class Syncer:
             ) as progress:
                 for done, write in enumerate(writes, start=1):
                     self._apply(write, actor, report)
+                    if on_progress is not None:
+                        on_progress(done, len(writes))
                     if done % 100 == 0:
                         progress.advance(done)
                 for side in (self.source, self.destination):
