@@ -275,3 +275,25 @@ def test_a_folder_given_by_path_is_a_location_for_a_local_caller_only(settings: 
         assert [m.content for m in on_stick.list().memories] == ["Carried on a stick"]
     finally:
         on_stick.storage.close()
+
+
+async def test_naming_another_users_memories_in_a_sync_is_403_through_mcp(settings: Settings, clock: ManualClock):
+    from mcp import Client
+
+    from mcp_calls import answer
+    from mnemo.caller import Caller, Role, acting_as
+    from mnemo.server import build_server
+
+    cloud = open_service(settings, "cloud", create=True, clock=clock)
+    server = build_server(settings, "full", clock=clock)
+    try:
+        async with Client(server) as client:
+            with acting_as(Caller("bob")):  # as the HTTP transport sets it for bob's key
+                refused = await answer(client, "sync_memories", filters={"user_id": "alice"})
+            with acting_as(Caller("carol", Role.READER)):
+                reader = await answer(client, "sync_memories")
+        assert (refused["error"]["status"], refused["error"]["code"]) == (403, "PERMISSION_DENIED")
+        assert reader["error"]["status"] == 403
+    finally:
+        server.close()
+        cloud.storage.close()
