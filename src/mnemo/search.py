@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from mnemo import same_fact
+from mnemo import same_fact, superseded
 from mnemo.embed import Embedder, Vectors
 from mnemo.errors import EmbeddingError
 from mnemo.focus import possible_names, without_names
@@ -145,7 +145,8 @@ class Searcher:
         ids.update(self.storage.keys_passing(missing, filters) if missing else {})
         cosines.update(self.index.similarity(vector, [k for k in text if k not in cosines]))
         elsewhere = self._elsewhere(list(ids), names)
-        dated = self._made_in(list(ids), filters, stretch(query, filters.now))
+        period = stretch(query, filters.now)
+        dated = self._made_in(list(ids), filters, period)
         features = np.array(
             [
                 [cosines.get(key, 0.0), text[key][1] if key in text else 0.0, elsewhere.get(key, 0.0), key in dated]
@@ -159,6 +160,9 @@ class Searcher:
                 ids.items(), features, HYBRID.relevance(features), strict=True
             )
         ]
+        if period is None and not superseded.asks_about_the_past(query):  # about now: updates come first
+            keys = [c.key for c in sorted(found, key=lambda c: -c.relevance)[: superseded.EXAMINED]]
+            found = superseded.newest_first(found, self.storage.rank_fields(keys), self.index.vectors(keys))
         return Found(found, embedded=True)
 
     def _text(self, terms: Sequence[str], filters: Filters, pool: int) -> dict[int, tuple[str, float]]:

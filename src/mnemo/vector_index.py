@@ -119,6 +119,11 @@ class VectorIndex:
         cutoff = int(np.searchsorted(np.cumsum(np.bincount(distance)), n))
         return np.flatnonzero(distance <= cutoff)
 
+    def vectors(self, keys: Sequence[int]) -> dict[int, Vectors]:
+        """The vectors of these keys that have one."""
+        with self._lock:
+            return {key: self._matrix[row].copy() for key in keys if (row := self._row_of.get(key)) is not None}
+
     def similarity(self, query: Vectors, keys: Sequence[int]) -> dict[int, float]:
         """Cosine of the query with each of these keys that has a vector."""
         with self._lock:
