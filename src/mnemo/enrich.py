@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
-import numpy as np
+from mnemo.lazy import numpy as np
 
 from mnemo.category_prototypes import PROTOTYPES
 from mnemo.embed import Embedder, Vectors

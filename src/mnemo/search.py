@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-
-import numpy as np
+from functools import cached_property
 
 from mnemo import same_fact, superseded
 from mnemo.embed import Embedder, Vectors
 from mnemo.errors import EmbeddingError
 from mnemo.focus import possible_names, without_names
+from mnemo.lazy import numpy as np
 from mnemo.model import Status
 from mnemo.query import Filters
 from mnemo.storage import Storage
@@ -103,8 +103,12 @@ class Searcher:
     def __init__(self, storage: Storage, embedder: Embedder | None) -> None:
         self.storage = storage
         self.embedder = embedder
-        self.index = VectorIndex(embedder.dimension) if embedder is not None else None
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
+
+    @cached_property
+    def index(self) -> VectorIndex | None:
+        """The store's vectors in memory, made on first use (so numpy loads after a server's handshake)."""
+        return VectorIndex(self.embedder.dimension) if self.embedder is not None else None
 
     def vectors_state(self) -> str | None:
         """None when vectors can be used, else why not (for warnings and health)."""

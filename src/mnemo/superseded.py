@@ -23,9 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from mnemo.embed import Vectors
+from mnemo.lazy import numpy as np
 from mnemo.query import RankFields
 
 if TYPE_CHECKING:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from mnemo.embed import Vectors
+from mnemo.lazy import numpy as np
 from mnemo.storage import Storage
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 READ_BATCH = 5_000
 EXACT_UP_TO = 20_000  # below this an exact scan is as fast as the sign-bit prefilter
