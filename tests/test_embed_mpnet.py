@@ -298,3 +298,12 @@ def test_a_chosen_model_that_is_not_installed_means_words_only(
     assert make_embedder(minilm_there) is None  # the folder holds another model
     embedder = make_embedder(mpnet_there)
     assert embedder is not None and embedder.name.startswith("all-mpnet-base-v2/onnx-")
+
+
+def test_each_model_ranks_with_its_own_relevance_calibration() -> None:
+    from mnemo.search import CALIBRATIONS, HYBRID, calibration_for
+
+    assert calibration_for("all-MiniLM-L6-v2/onnx-int8") is HYBRID
+    assert calibration_for("nomic-embed-text") is HYBRID  # an HTTP model without a fit of its own
+    for model, calibration in CALIBRATIONS.items():
+        assert calibration_for(f"{model}/onnx-fp32") is calibration
