@@ -2,11 +2,13 @@
 
     python benchmarks/embedder_speed.py
     python benchmarks/embedder_speed.py --sentences 1000 --threads 2 --json
+    python benchmarks/embedder_speed.py --model all-mpnet-base-v2
 
 Each variant runs in a fresh process, so that its load time is a cold one and its memory is its
 own: load (import onnxruntime and tokenizers, open the session), one-sentence latency (p50 and
-p95 of embed_query on a ~15-word sentence), throughput of embed_documents on N ~20-word
-sentences, and the process's resident memory at the end. Needs `mnemo setup` first.
+p95 of embed_query on a ~15-word sentence, and the CPU time it takes over all threads),
+throughput of embed_documents on N ~20-word sentences (and CPU ms per sentence), and the process's
+resident memory at the end. Needs `mnemo setup` first.
 Not a test: numbers, not assertions; on a busy machine they wander.
 """
 
@@ -50,34 +52,39 @@ def rss_mb() -> float:
     return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
 
 
-def measure(variant: str, model_dir: Path | None, count: int, threads: int | None) -> dict[str, Any]:
+def measure(variant: str, model: str, model_dir: Path | None, count: int, threads: int | None) -> dict[str, Any]:
     """Runs in the worker process: everything is timed from a cold import."""
     started = time.perf_counter()
     from mnemo.embed.local import LocalEmbedder
 
-    embedder = LocalEmbedder(model_dir, variant=variant, threads=threads)  # type: ignore[arg-type]
+    embedder = LocalEmbedder(model_dir, model=model, variant=variant, threads=threads)  # type: ignore[arg-type]
     embedder.load()
     load_s = time.perf_counter() - started
 
     for _ in range(10):
         embedder.embed_query(QUERY)
     latencies = []
+    cpu = time.process_time()
     for _ in range(300):
         t = time.perf_counter()
         embedder.embed_query(QUERY)
         latencies.append(time.perf_counter() - t)
+    query_cpu_ms = (time.process_time() - cpu) / 300 * 1000
     latencies.sort()
 
     batch = sentences(count)
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     embedder.embed_documents(batch)
     throughput = count / (time.perf_counter() - t)
+    text_cpu_ms = (time.process_time() - cpu) / count * 1000
     return {
         "variant": variant,
         "name": embedder.name,
         "load_s": load_s,
         "query_p50_ms": statistics.median(latencies) * 1000,
         "query_p95_ms": latencies[int(len(latencies) * 0.95)] * 1000,
+        "query_cpu_ms": query_cpu_ms,
+        "text_cpu_ms": text_cpu_ms,
         "sentences": count,
         "throughput_per_s": throughput,
         "rss_mb": rss_mb(),
@@ -85,7 +92,7 @@ def measure(variant: str, model_dir: Path | None, count: int, threads: int | Non
 
 
 def run_worker(variant: str, args: argparse.Namespace) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--worker", variant, "--sentences", str(args.sentences)]
+    command = [sys.executable, __file__, "--worker", variant, "--model", args.model, "--sentences", str(args.sentences)]
     if args.model_dir:
         command += ["--model-dir", str(args.model_dir)]
     if args.threads:
@@ -97,13 +104,16 @@ def run_worker(variant: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    header = f"{'model':32} {'load s':>7} {'query p50 ms':>13} {'p95 ms':>7} {'texts/s':>8} {'RSS MB':>7}"
+    header = (
+        f"{'model':32} {'load s':>7} {'query p50 ms':>13} {'p95 ms':>7} {'CPU ms':>7} {'texts/s':>8} "
+        f"{'CPU ms/text':>11} {'RSS MB':>7}"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
         print(
             f"{r['name']:32} {r['load_s']:7.2f} {r['query_p50_ms']:13.2f} {r['query_p95_ms']:7.2f} "
-            f"{r['throughput_per_s']:8.0f} {r['rss_mb']:7.0f}"
+            f"{r['query_cpu_ms']:7.2f} {r['throughput_per_s']:8.0f} {r['text_cpu_ms']:11.2f} {r['rss_mb']:7.0f}"
         )
     print(f"(throughput: {rows[0]['sentences']} sentences of 20 words; query: {len(QUERY.split())} words)")
 
@@ -111,6 +121,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", type=Path, default=None, help="Model folder (default: as mnemo finds it).")
+    parser.add_argument("--model", default="all-MiniLM-L6-v2", help="all-MiniLM-L6-v2 or all-mpnet-base-v2.")
     parser.add_argument("--sentences", type=int, default=1000, help="Texts in the throughput run.")
     parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: mnemo's).")
     parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
@@ -118,7 +129,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.worker:
-        print(json.dumps(measure(args.worker, args.model_dir, args.sentences, args.threads)))
+        print(json.dumps(measure(args.worker, args.model, args.model_dir, args.sentences, args.threads)))
         return
     rows = [run_worker(variant, args) for variant in VARIANTS]
     if args.json:

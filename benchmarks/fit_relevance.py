@@ -11,7 +11,8 @@ relevance reads as the probability of a right answer with answers and non-answer
 equally; relevance is that times search.OTHER_SUBJECT's doubt, and the fusion kept is the one whose
 ranking by relevance gives the best R@5 summed over both sets. It also prints how many right
 answers clear 0.7 and how many `negative` queries return nothing above it. Paste the printed
-Calibration into src/mnemo/search.py.
+Calibration into src/mnemo/search.py: as HYBRID for the default model, or under the model's
+name in CALIBRATIONS for another (MNEMO_MODEL=all-mpnet-base-v2 fits that model's).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.model import subject_key
 from mnemo.query import Filters
-from mnemo.search import HYBRID, Calibration
+from mnemo.search import HYBRID, Calibration, calibration_for
 from mnemo.service import RECALL_POOL, SEARCH_MATCH
 from mnemo.words import search_terms
 from recall_quality import AFTER_NEWEST, CATEGORY_MAP, end_of_day, load_haystack, parse_time
@@ -154,7 +155,10 @@ def main() -> None:
     queries = [q for queries in sets for q in queries]
     fitted = best_fit(sets)
     print(f"{len(queries)} queries, {sum(len(q.labels) for q in queries)} candidates")
-    for label, calibration in (("current", HYBRID), ("fitted", fitted)):
+    settings = Settings()
+    current = calibration_for(settings.model) if settings.embedder == "local" else HYBRID
+    print(f"model: {settings.model if settings.embedder == 'local' else settings.embedder}")
+    for label, calibration in (("current", current), ("fitted", fitted)):
         print(f"{label} {calibration}")
         for name, queries_of_set in zip(args.data, sets, strict=True):
             kept, rejected = shares(queries_of_set, calibration)

@@ -28,7 +28,6 @@ import numpy as np
 from mnemo.app import open_service
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
-from mnemo.embed.model_files import DIMENSION
 from mnemo.model import Context
 from mnemo.query import Filters, Sort, SortField
 
@@ -136,12 +135,13 @@ def load(home: Path, count: int, users: list[str], rng: random.Random) -> float:
         words_only.store(synthetic(rng), context=Context(user_id=users[i % len(users)]), importance=rng.random())
     seconds = time.perf_counter() - started
     storage = words_only.storage
-    storage.reset_vectors(LocalEmbedder().name)
+    model = LocalEmbedder(model=Settings().model)  # MNEMO_MODEL's, as the service will use
+    storage.reset_vectors(model.name)
     ids = [m.id for m, _ in storage.select(Filters(now=words_only.clock.now()), Sort(), limit=count + 1)]
     generator = np.random.default_rng(7)
     for start in range(0, len(ids), 5_000):
         chunk = ids[start : start + 5_000]
-        vectors = generator.standard_normal((len(chunk), DIMENSION)).astype(np.float32)
+        vectors = generator.standard_normal((len(chunk), model.dimension)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         storage.put_vectors([(mid, v.tobytes()) for mid, v in zip(chunk, vectors, strict=True)])
     storage.close()

@@ -49,10 +49,15 @@ def make_embedder(settings: Settings) -> Embedder | None:
         case "local":
             from mnemo.embed.local import LocalEmbedder
 
-            if not LocalEmbedder.available(settings.model_dir, settings.model_variant):
-                log.warning("the local embedding model is not installed (run `mnemo setup`): recall uses words only")
+            if not LocalEmbedder.available(settings.model_dir, settings.model_variant, settings.model):
+                log.warning(
+                    "the local embedding model %s is not installed (run `mnemo setup --model %s`): "
+                    "recall uses words only",
+                    settings.model,
+                    settings.model,
+                )
                 return None
-            return LocalEmbedder(settings.model_dir, variant=settings.model_variant)
+            return LocalEmbedder(settings.model_dir, model=settings.model, variant=settings.model_variant)
 
 
 def lifecycle_settings(folder: Path, settings: Settings) -> LifecycleSettings:
@@ -70,7 +75,7 @@ def readout_folders(settings: Settings) -> tuple[Path, ...]:
     if settings.embedder == "local":
         from mnemo.embed.model_files import default_model_dir
 
-        return (settings.model_dir or default_model_dir(), settings.cache_dir)
+        return (settings.model_dir or default_model_dir(settings.model), settings.cache_dir)
     return (settings.cache_dir,)
 
 

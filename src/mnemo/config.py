@@ -48,8 +48,14 @@ class Settings(BaseSettings):
     embedder: Literal["local", "http", "none"] = Field(
         "local", description="What embeds memories: the bundled model, an HTTP endpoint, or nothing (words only)."
     )
+    model: Literal["all-MiniLM-L6-v2", "all-mpnet-base-v2"] = Field(
+        "all-MiniLM-L6-v2",
+        description="The local model (embedder=local), installed by `mnemo setup --model NAME`; "
+        "all-mpnet-base-v2 recalls better and costs about 5x the CPU per embedding. A store embedded "
+        "by another model recalls by words only until `mnemo reindex`.",
+    )
     model_dir: Path | None = Field(
-        None, description="Where `mnemo setup` puts the local model (default: the user cache dir)."
+        None, description="Where `mnemo setup` puts the local model (default: the user cache dir, per model)."
     )
     model_variant: Literal["auto", "int8", "fp32"] = Field(
         "auto", description="Which build of the local model to run; auto prefers int8 when setup kept it."

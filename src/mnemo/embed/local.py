@@ -1,4 +1,4 @@
-"""The default embedder: all-MiniLM-L6-v2 run by onnxruntime on the CPU, with no network.
+"""The local embedder: all-MiniLM-L6-v2 (or all-mpnet-base-v2) run by onnxruntime on the CPU, with no network.
 
 ``mnemo setup`` (``mnemo.embed.model_files``) puts the tokenizer and the ONNX graphs in the model
 folder; this module only reads them. Building a ``LocalEmbedder`` is free: the tokenizer and the
@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from mnemo.embed import Vectors
 from mnemo.embed.model_files import (
-    DIMENSION,
-    MAX_TOKENS,
+    MINILM,
     MODEL_NAME,
     TOKENIZER_FILE,
+    ModelSpec,
     Variant,
     default_model_dir,
     installed_variants,
+    model_spec,
     variant_file,
 )
 from mnemo.errors import EmbeddingError
@@ -52,14 +53,15 @@ def default_threads() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def load_tokenizer(path: Path) -> tokenizers.Tokenizer:
+def load_tokenizer(path: Path, max_tokens: int = MINILM.max_tokens) -> tokenizers.Tokenizer:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(path))
-    # tokenizer.json pads and truncates to a fixed 128; sentence-transformers truncates this
-    # model at 256 tokens and pads each batch to its longest text, and so do we (see _pad).
+    # tokenizer.json pads and truncates to a fixed 128; sentence-transformers truncates at the
+    # model's max_seq_length (256 for MiniLM, 384 for MPNet) and pads each batch to its longest
+    # text, and so do we (see _pad; the graphs read only the mask, never the padding's ids).
     tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    tokenizer.enable_truncation(max_length=max_tokens)
     return tokenizer
 
 
@@ -121,13 +123,15 @@ class OnnxSentenceModel:
         *,
         threads: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        spec: ModelSpec = MINILM,
     ) -> None:
-        self._tokenizer = load_tokenizer(tokenizer_path)
+        self._tokenizer = load_tokenizer(tokenizer_path, spec.max_tokens)
         self._session = open_session(model_path, threads or default_threads())
         self._batch_size = batch_size
+        self._dimension = spec.dimension
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+        out = np.zeros((len(texts), self._dimension), dtype=np.float32)
         if not texts:
             return out
         token_ids = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
@@ -144,16 +148,18 @@ class OnnxSentenceModel:
         return np.asarray(vectors, dtype=np.float32)
 
 
-def _choose(model_dir: Path, wanted: Choice) -> Variant | None:
-    """The installed variant to use: int8 if it was built and kept, else fp32, or the one asked."""
-    variants = installed_variants(model_dir)
+def _choose(model_dir: Path, wanted: Choice, model: str = MODEL_NAME) -> Variant | None:
+    """The installed variant to use: int8 if it was built and kept, else fp32, or the one asked;
+    None when the folder holds no build of ``model``."""
+    variants = installed_variants(model_dir, model)
     if wanted == "auto":
         return variants[0] if variants else None
     return wanted if wanted in variants else None
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 (384 dimensions) from the files ``mnemo setup`` put in ``model_dir``.
+    """A model ``mnemo setup`` installed: all-MiniLM-L6-v2 (384 dimensions, the default) or
+    all-mpnet-base-v2 (768), from the files in ``model_dir`` (default: that model's own folder).
 
     ``variant``: "auto" uses int8 when setup built and kept it, else fp32; "int8" or "fp32" asks
     for one. A missing model raises ``EmbeddingError`` at load, not at construction.
@@ -163,11 +169,13 @@ class LocalEmbedder:
         self,
         model_dir: Path | None = None,
         *,
+        model: str = MODEL_NAME,
         variant: Choice = "auto",
         threads: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> None:
-        self._model_dir = model_dir if model_dir is not None else default_model_dir()
+        self._spec = model_spec(model)
+        self._model_dir = model_dir if model_dir is not None else default_model_dir(self._spec.name)
         self._wanted: Choice = variant
         self._threads = threads
         self._batch_size = batch_size
@@ -176,9 +184,10 @@ class LocalEmbedder:
         self._variant: Variant | None = None
 
     @classmethod
-    def available(cls, model_dir: Path | None = None, variant: Choice = "auto") -> bool:
+    def available(cls, model_dir: Path | None = None, variant: Choice = "auto", model: str = MODEL_NAME) -> bool:
         """Whether the model files are installed, without loading or raising."""
-        return _choose(model_dir if model_dir is not None else default_model_dir(), variant) is not None
+        name = model_spec(model).name
+        return _choose(model_dir if model_dir is not None else default_model_dir(name), variant, name) is not None
 
     @property
     def model_dir(self) -> Path:
@@ -191,15 +200,15 @@ class LocalEmbedder:
             return self._variant
         if self._wanted != "auto":
             return self._wanted
-        return _choose(self._model_dir, "auto") or "fp32"
+        return _choose(self._model_dir, "auto", self._spec.name) or "fp32"
 
     @property
     def name(self) -> str:
-        return f"{MODEL_NAME}/onnx-{self.variant}"
+        return f"{self._spec.name}/onnx-{self.variant}"
 
     @property
     def dimension(self) -> int:
-        return DIMENSION
+        return self._spec.dimension
 
     @property
     def loaded(self) -> bool:
@@ -226,15 +235,17 @@ class LocalEmbedder:
 
     def _open(self) -> OnnxSentenceModel:
         import_now(np)  # before onnxruntime, which imports numpy too (see mnemo.lazy)
-        variant = _choose(self._model_dir, self._wanted)
+        variant = _choose(self._model_dir, self._wanted, self._spec.name)
         if variant is None:
-            raise EmbeddingError(NOT_INSTALLED, model_dir=str(self._model_dir), variant=self._wanted)
+            message = NOT_INSTALLED if self._spec is MINILM else f"{NOT_INSTALLED} --model {self._spec.name}"
+            raise EmbeddingError(message, model_dir=str(self._model_dir), variant=self._wanted)
         try:
             model = OnnxSentenceModel(
                 variant_file(self._model_dir, variant),
                 self._model_dir / TOKENIZER_FILE,
                 threads=self._threads,
                 batch_size=self._batch_size,
+                spec=self._spec,
             )
         except Exception as error:  # a damaged file surfaces as onnxruntime's or tokenizers' own error
             raise EmbeddingError(

@@ -1,10 +1,18 @@
-"""The ONNX graph of a sentence-transformers BERT model, built from its safetensors weights.
+"""The ONNX graph of a sentence-transformers BERT or MPNet model, built from its safetensors.
 
 all-MiniLM-L6-v2 is a BERT encoder (word + position + token-type embeddings, LayerNorm, N layers
 of multi-head self-attention and a GELU feed-forward block) followed by attention-masked mean
-pooling and L2 normalisation. This module writes exactly that with ``onnx.helper``, so no PyTorch
-is needed to export it. Only ``mnemo setup`` uses it: ``onnx`` is imported inside the functions
-that need it, and serving never loads it.
+pooling and L2 normalisation. all-mpnet-base-v2 is an MPNet encoder, the same but for three
+things (Hugging Face's ``modeling_mpnet``): no token-type embeddings; position ids that start at
+``padding_idx + 1`` = 2 (``create_position_ids_from_input_ids``; with right padding the real tokens
+are at 2 … n + 1); and a relative position bias added to every layer's attention scores, one
+learnt value per head and bucket of ``key position - query position`` (T5-style buckets: 16 per
+direction, exact up to 8, logarithmic up to 128). The buckets depend only on the sequence length,
+so the graph holds them for every pair of positions and slices them to the batch's length.
+
+This module writes exactly that with ``onnx.helper``, so no PyTorch is needed to export it. Only
+``mnemo setup`` uses it: ``onnx`` is imported inside the functions that need it, and serving
+never loads it.
 
 The graph takes ``input_ids`` and ``attention_mask`` (int64, ``[batch, sequence]``) and returns
 ``embedding`` (float32, ``[batch, hidden]``, unit length). Token types are always 0 for single
@@ -48,9 +56,13 @@ INT8_ACCURACY_LEVEL = 4  # MatMulNBits computes with int8 activations (per row a
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64, "I32": np.int32}
 
 
+MPNET_POSITION_OFFSET = 2  # MPNet's padding_idx (1) + 1: the first real token's position id
+MPNET_MAX_DISTANCE = 128  # relative_position_bucket's max_distance
+
+
 @dataclass(frozen=True)
 class BertConfig:
-    """The sizes a BERT graph needs, read from the model's ``config.json``."""
+    """The sizes a BERT (or MPNet) graph needs, read from the model's ``config.json``."""
 
     hidden_size: int
     num_layers: int
@@ -58,6 +70,8 @@ class BertConfig:
     intermediate_size: int
     max_positions: int
     layer_norm_eps: float
+    model_type: str = "bert"  # or "mpnet"
+    relative_buckets: int = 0  # MPNet's relative_attention_num_buckets
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BertConfig:
@@ -65,6 +79,9 @@ class BertConfig:
             raise ValueError(f"unsupported activation {data['hidden_act']!r}: only exact GELU is built")
         if data.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("only absolute position embeddings are supported")
+        model_type = str(data.get("model_type", "bert"))
+        if model_type not in ("bert", "mpnet"):
+            raise ValueError(f"unsupported model type {model_type!r}: only bert and mpnet are built")
         return cls(
             hidden_size=int(data["hidden_size"]),
             num_layers=int(data["num_hidden_layers"]),
@@ -72,7 +89,18 @@ class BertConfig:
             intermediate_size=int(data["intermediate_size"]),
             max_positions=int(data["max_position_embeddings"]),
             layer_norm_eps=float(data["layer_norm_eps"]),
+            model_type=model_type,
+            relative_buckets=int(data.get("relative_attention_num_buckets", 32)) if model_type == "mpnet" else 0,
         )
+
+    @property
+    def mpnet(self) -> bool:
+        return self.model_type == "mpnet"
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest input the position table covers."""
+        return self.max_positions - MPNET_POSITION_OFFSET if self.mpnet else self.max_positions
 
     @classmethod
     def from_file(cls, path: Path) -> BertConfig:
@@ -154,6 +182,8 @@ def build_model(weights: Mapping[str, Array], config: BertConfig, *, int8: bool 
     x = _embeddings(g, weights, config)
     mask = g.op("Cast", ATTENTION_MASK, to=TensorProto.FLOAT)  # [B, S]
     attention_bias = _attention_bias(g, mask)
+    if config.mpnet:  # [B, 1, 1, S] + [1, heads, S, S]: one bias for every layer, as MPNetEncoder
+        attention_bias = g.op("Add", attention_bias, _relative_position_bias(g, weights, config))
     for layer in range(config.num_layers):
         x = _encoder_layer(g, weights, config, f"encoder.layer.{layer}.", x, attention_bias)
     pooled = _mean_pool(g, x, mask)
@@ -161,7 +191,7 @@ def build_model(weights: Mapping[str, Array], config: BertConfig, *, int8: bool 
 
     graph = helper.make_graph(
         g.nodes,
-        "sentence_bert",
+        f"sentence_{config.model_type}",
         inputs=[
             helper.make_tensor_value_info(INPUT_IDS, TensorProto.INT64, ["batch", "sequence"]),
             helper.make_tensor_value_info(ATTENTION_MASK, TensorProto.INT64, ["batch", "sequence"]),
@@ -234,9 +264,14 @@ def _layer_norm(g: _Graph, weights: Mapping[str, Array], prefix: str, x: str, ep
 
 def _embeddings(g: _Graph, weights: Mapping[str, Array], config: BertConfig) -> str:
     word_table = g.const("embeddings.word_embeddings.weight", weights["embeddings.word_embeddings.weight"])
-    # Position and token-type-0 rows added once here, so the graph needs neither position ids
-    # nor token type ids: row i is the embedding of position i with type 0.
-    positions = weights["embeddings.position_embeddings.weight"] + weights["embeddings.token_type_embeddings.weight"][0]
+    if config.mpnet:  # no token types; row i is position id i + 2 (see the module's docstring)
+        positions = weights["embeddings.position_embeddings.weight"][MPNET_POSITION_OFFSET:]
+    else:
+        # Position and token-type-0 rows added once here, so the graph needs neither position ids
+        # nor token type ids: row i is the embedding of position i with type 0.
+        positions = (
+            weights["embeddings.position_embeddings.weight"] + weights["embeddings.token_type_embeddings.weight"][0]
+        )
     position_table = g.const("embeddings.position_and_type", positions.astype(np.float32))
     words = g.op("Gather", word_table, INPUT_IDS)  # [B, S, H]
     length = g.op("Shape", INPUT_IDS, start=1, end=2)  # [S]
@@ -255,24 +290,72 @@ def _attention_bias(g: _Graph, mask: str) -> str:
     return g.op("Unsqueeze", bias, g.const("axes_1_2", [1, 2]))
 
 
+def relative_position_buckets(length: int, num_buckets: int, max_distance: int = MPNET_MAX_DISTANCE) -> Array:
+    """[length, length] int64: MPNet's bucket of each (query i, key j), ``relative_position_bucket``
+    of ``j - i``. Computed in float32 like the reference, so the bucket edges fall the same way."""
+    positions = np.arange(length)
+    n = -(positions[None, :] - positions[:, None])  # i - j
+    half = num_buckets // 2
+    buckets = np.where(n < 0, half, 0)
+    n = np.abs(n)
+    max_exact = half // 2
+    small = n < max_exact
+    ratio = np.where(small, max_exact, n).astype(np.float32) / np.float32(max_exact)  # log(0) never taken
+    scaled = np.log(ratio) / np.float32(math.log(max_distance / max_exact)) * np.float32(half - max_exact)
+    large = np.minimum(max_exact + scaled.astype(np.int64), half - 1)
+    return (buckets + np.where(small, n, large)).astype(np.int64)
+
+
+def _relative_position_bias(g: _Graph, weights: Mapping[str, Array], config: BertConfig) -> str:
+    """[1, heads, S, S]: the learnt bias of each head for each (query, key) pair's bucket."""
+    table = g.const("encoder.relative_attention_bias.weight", weights["encoder.relative_attention_bias.weight"])
+    all_buckets = g.const("relative_buckets", relative_position_buckets(config.max_tokens, config.relative_buckets))
+    length = g.op("Shape", INPUT_IDS, start=1, end=2)  # [S]
+    axes = g.const("axes_0_1", [0, 1])
+    ends = g.op("Concat", length, length, axis=0)
+    buckets = g.op("Slice", all_buckets, g.const("zeros_2", [0, 0]), ends, axes)  # [S, S]
+    values = g.op("Gather", table, buckets)  # [S, S, heads]
+    return g.op("Unsqueeze", g.op("Transpose", values, perm=[2, 0, 1]), g.const("axis_0", [0]))
+
+
 def _heads(g: _Graph, x: str, config: BertConfig, perm: list[int]) -> str:
     """[B, S, H] → [B, S, heads, head_size] → transposed by ``perm``."""
     shape = g.const("heads_shape", [0, 0, config.num_heads, config.head_size])  # 0 keeps that dim
     return g.op("Transpose", g.op("Reshape", x, shape), perm=perm)
 
 
+def layer_names(config: BertConfig) -> dict[str, str]:
+    """Where each part of an encoder layer is in the weights, under ``encoder.layer.N.``."""
+    if config.mpnet:
+        return {
+            "query": "attention.attn.q.",
+            "key": "attention.attn.k.",
+            "value": "attention.attn.v.",
+            "attention_out": "attention.attn.o.",
+            "attention_norm": "attention.LayerNorm.",
+        }
+    return {
+        "query": "attention.self.query.",
+        "key": "attention.self.key.",
+        "value": "attention.self.value.",
+        "attention_out": "attention.output.dense.",
+        "attention_norm": "attention.output.LayerNorm.",
+    }
+
+
 def _self_attention(
     g: _Graph, weights: Mapping[str, Array], config: BertConfig, prefix: str, x: str, attention_bias: str
 ) -> str:
-    query = _heads(g, _linear(g, weights, prefix + "self.query.", x), config, [0, 2, 1, 3])  # [B, h, S, d]
-    key = _heads(g, _linear(g, weights, prefix + "self.key.", x), config, [0, 2, 3, 1])  # [B, h, d, S]
-    value = _heads(g, _linear(g, weights, prefix + "self.value.", x), config, [0, 2, 1, 3])  # [B, h, S, d]
+    names = layer_names(config)
+    query = _heads(g, _linear(g, weights, prefix + names["query"], x), config, [0, 2, 1, 3])  # [B, h, S, d]
+    key = _heads(g, _linear(g, weights, prefix + names["key"], x), config, [0, 2, 3, 1])  # [B, h, d, S]
+    value = _heads(g, _linear(g, weights, prefix + names["value"], x), config, [0, 2, 1, 3])  # [B, h, S, d]
     scale = g.const("attention_scale", math.sqrt(config.head_size))
     scores = g.op("Add", g.op("Div", g.op("MatMul", query, key), scale), attention_bias)
     probabilities = g.op("Softmax", scores, axis=-1)
     context = g.op("Transpose", g.op("MatMul", probabilities, value), perm=[0, 2, 1, 3])  # [B, S, h, d]
     merged = g.op("Reshape", context, g.const("merge_shape", [0, 0, config.hidden_size]))
-    return _linear(g, weights, prefix + "output.dense.", merged)
+    return _linear(g, weights, prefix + names["attention_out"], merged)
 
 
 def _gelu(g: _Graph, x: str) -> str:
@@ -287,8 +370,8 @@ def _encoder_layer(
     g: _Graph, weights: Mapping[str, Array], config: BertConfig, prefix: str, x: str, attention_bias: str
 ) -> str:
     eps = config.layer_norm_eps
-    attended = _self_attention(g, weights, config, prefix + "attention.", x, attention_bias)
-    x = _layer_norm(g, weights, prefix + "attention.output.LayerNorm.", g.op("Add", attended, x), eps)
+    attended = _self_attention(g, weights, config, prefix, x, attention_bias)
+    x = _layer_norm(g, weights, prefix + layer_names(config)["attention_norm"], g.op("Add", attended, x), eps)
     hidden = _gelu(g, _linear(g, weights, prefix + "intermediate.dense.", x))
     out = _linear(g, weights, prefix + "output.dense.", hidden)
     return _layer_norm(g, weights, prefix + "output.LayerNorm.", g.op("Add", out, x), eps)
