@@ -23,6 +23,7 @@ from mnemo.errors import CorruptedData, Locked, MnemoError, NotFound, StorageErr
 from mnemo.model import Context, Status
 from mnemo.query import Filters
 from mnemo.service import MemoryService, TagEdit
+from mnemo.storage import sql
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
@@ -120,7 +121,7 @@ def test_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_index_alone(
         assert upgraded.keys_passing(keys, Filters(now=clock.now())) == {keys[0]: kept.id}
     finally:
         upgraded.close()
-    where, params = sqlite_backend._where(Filters(now=clock.now(), user_id="u1"))
+    where, params = sql.where(Filters(now=clock.now(), user_id="u1"))
     with _raw(folder / DB_FILENAME) as db:
         plan = db.execute(f"EXPLAIN QUERY PLAN SELECT m.rowid FROM memories m WHERE {where}", params).fetchall()
     assert "COVERING INDEX memories_user" in plan[0][-1]

@@ -13,7 +13,6 @@ import json
 import sqlite3
 import threading
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -23,20 +22,12 @@ from typing import Any
 from mnemo.bounds import stored_time
 from mnemo.errors import Conflict, CorruptedData, Duplicate, Locked, MnemoError, StorageError
 from mnemo.model import (
-    CATEGORY_ALIASES,
-    IMPORTANCE_HIGH_MIN,
-    IMPORTANCE_MEDIUM_MIN,
-    READABLE_BY_ALL,
-    AccessLevel,
     Backup,
-    Category,
     Change,
-    Context,
     Memory,
-    Status,
     to_iso,
 )
-from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit, fold_case
+from mnemo.query import Filters, Position, RankFields, Sort, TextHit, fold_case
 from mnemo.storage import (
     EventPattern,
     Granularity,
@@ -46,6 +37,7 @@ from mnemo.storage import (
     StoredVector,
     StoreFile,
     Totals,
+    sql,
     sqlite_files,
     sqlite_jobs,
     sqlite_requests,
@@ -59,202 +51,12 @@ _RANKED = "SELECT rowid, -bm25(memories_fts) AS score FROM memories_fts WHERE me
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
-_COLUMNS = (
-    "id, path, content, content_length, signature, word_signature, type, category, subject, subject_key,"
-    " tags, auto_tags, importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id,"
-    " session_id,"
-    " access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details,"
-    " forgotten_at, recoverable_until, created_at, updated_at, accessed_at, access_count, version,"
-    " content_packed, archive_id, archived_at, archive_file"
-)
-_COLUMN_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
-_SELECT = f"SELECT m.rowid, {', '.join('m.' + c for c in _COLUMN_NAMES)} FROM memories m"
-
-_SORT_COLUMNS = {
-    SortField.CREATED_AT: "created_at",
-    SortField.UPDATED_AT: "updated_at",
-    SortField.ACCESSED_AT: "accessed_at",
-    SortField.IMPORTANCE: "importance",
-    SortField.ACCESS_COUNT: "access_count",
-    SortField.CONTENT_LENGTH: "content_length",
-}
-# model.canonical_category in SQL: the spec 004 category a stored label is filed under.
-_CANONICAL_CATEGORY = "CASE WHEN m.category IN ({}) THEN m.category {} ELSE 'custom' END".format(
-    ", ".join(f"'{c.value}'" for c in Category),
-    " ".join(f"WHEN m.category = '{label}' THEN '{c.value}'" for label, c in CATEGORY_ALIASES.items()),
-)
-# How to group, and what to call each group: one subject is one key, shown as it was first spelt.
-_GROUP_EXPR = {
-    GroupKey.STATUS: ("m.status", "m.status"),
-    GroupKey.CATEGORY: (_CANONICAL_CATEGORY, _CANONICAL_CATEGORY),
-    GroupKey.TYPE: ("m.type", "m.type"),
-    GroupKey.IMPORTANCE_BAND: (
-        f"CASE WHEN m.importance >= {IMPORTANCE_HIGH_MIN} THEN 'high'"
-        f" WHEN m.importance >= {IMPORTANCE_MEDIUM_MIN} THEN 'medium' ELSE 'low' END",
-    )
-    * 2,
-    GroupKey.SUBJECT: ("m.subject_key", "MIN(m.subject)"),
-    GroupKey.AGENT: ("m.agent_name", "m.agent_name"),
-}
 _BUCKET_EXPR = {
     Granularity.HOUR: "strftime('%Y-%m-%dT%H:00:00Z', m.created_at)",
     Granularity.DAY: "date(m.created_at)",
     Granularity.WEEK: "date(m.created_at, 'weekday 0', '-6 days')",
     Granularity.MONTH: "strftime('%Y-%m-01', m.created_at)",
 }
-
-
-def _iso(when: datetime | None) -> str | None:
-    return None if when is None else to_iso(when)
-
-
-def _dt(text: str | None) -> datetime | None:
-    return None if text is None else stored_time(text)
-
-
-def _json_value(text: str) -> Any:
-    """Stored JSON; NaN or Infinity an older version let in read as null, which JSON can carry."""
-    return json.loads(text, parse_constant=lambda _name: None)
-
-
-def _row_values(m: Memory) -> tuple[Any, ...]:
-    """The row of a memory. A glacier memory's content is kept compressed, a deep-archived one's not
-    at all (it is in its archive file); their length and signatures stay those of the content."""
-    content, packed = m.content, None
-    if m.archive_tier == "glacier":
-        content, packed = "", zlib.compress(m.content.encode("utf-8", "surrogatepass"), 9)
-    elif m.archive_tier == "deep_archive":
-        content = ""
-    return (
-        m.id, m.path, content, m.content_length, m.signature, m.word_signature, m.type, m.category,
-        m.subject, m.subject_key, json.dumps(list(m.tags)), json.dumps(list(m.auto_tags)), m.importance,
-        m.confidence, m.agent_name, m.entry_number, json.dumps(m.metadata), m.context.user_id,
-        m.context.conversation_id, m.context.session_id,
-        m.access_level.value, m.owner, _iso(m.expires_at), m.status.value, m.archive_tier,
-        m.forget_reason, m.forget_details, _iso(m.forgotten_at), _iso(m.recoverable_until),
-        to_iso(m.created_at), to_iso(m.updated_at), to_iso(m.accessed_at), m.access_count, m.version,
-        packed, m.archive_id, _iso(m.archived_at), m.archive_file,
-    )  # fmt: skip
-
-
-def _memory(row: sqlite3.Row | tuple[Any, ...], store: str, offset: int = 1) -> Memory:
-    """Build a Memory from a row laid out as ``_SELECT`` (rowid first, skipped by ``offset``)."""
-    (id_, path, content, _length, _signature, _word_signature, type_, category, subject, _subject_key, tags,
-     auto_tags, importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,
-     access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details, forgotten_at,
-     recoverable_until, created_at, updated_at, accessed_at, access_count, version, content_packed, archive_id,
-     archived_at, archive_file) = tuple(row)[offset:]  # fmt: skip
-    if content_packed is not None:
-        content = zlib.decompress(content_packed).decode("utf-8", "surrogatepass")
-    return Memory(
-        id=id_, store=store, path=path, content=content, type=type_, category=category, subject=subject,
-        tags=tuple(json.loads(tags)), auto_tags=tuple(json.loads(auto_tags)), importance=importance,
-        confidence=confidence, agent_name=agent_name, entry_number=entry_number, metadata=_json_value(metadata),
-        context=Context(user_id, conversation_id, session_id), access_level=AccessLevel(access_level),
-        owner=owner, expires_at=_dt(expires_at), status=Status(status), archive_tier=archive_tier,
-        forget_reason=forget_reason, forget_details=forget_details, forgotten_at=_dt(forgotten_at),
-        recoverable_until=_dt(recoverable_until), created_at=stored_time(created_at),
-        updated_at=stored_time(updated_at), accessed_at=stored_time(accessed_at),
-        access_count=access_count, version=version, archive_id=archive_id, archived_at=_dt(archived_at),
-        archive_file=archive_file,
-    )  # fmt: skip
-
-
-def _snapshot(memory: Memory) -> str:
-    """A memory's state as JSON, its content in the clear whatever its tier."""
-    values = dict(zip(_COLUMN_NAMES, _row_values(memory.evolve(archive_tier=None)), strict=True))
-    return json.dumps(values | {"archive_tier": memory.archive_tier})
-
-
-def _from_snapshot(text: str, store: str) -> Memory:
-    values = _json_value(text)  # a snapshot from before a column existed has no value for it
-    return _memory(tuple(values.get(column) for column in _COLUMN_NAMES), store, offset=0)
-
-
-def _where(f: Filters) -> tuple[str, list[Any]]:
-    """The SQL condition (over alias ``m``) for a Filters value, and its parameters."""
-    clauses: list[str] = []
-    params: list[Any] = []
-
-    def among(column: str, values: Sequence[Any]) -> None:
-        clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
-        params.extend(values)
-
-    if f.statuses is not None:
-        among("m.status", [s.value for s in f.statuses])
-    if f.ids is not None:
-        among("m.id", f.ids)
-    if f.categories is not None:
-        among(_CANONICAL_CATEGORY, f.categories)
-    if f.labels is not None:
-        among("m.category", f.labels)
-    if f.agent_names is not None:
-        among("m.agent_name", f.agent_names)
-    if f.has_agent is not None:
-        clauses.append(f"m.agent_name IS {'NOT ' if f.has_agent else ''}NULL")
-    if f.types is not None:
-        among("m.type", f.types)
-    if f.access_levels is not None:
-        among("m.access_level", f.access_levels)
-    if f.visible_to is not None:
-        clauses.append(f"(m.owner = ? OR m.access_level IN ({', '.join(repr(level) for level in READABLE_BY_ALL)}))")
-        params.append(f.visible_to)
-    for column, value in (
-        ("m.user_id", f.user_id),
-        ("m.conversation_id", f.conversation_id),
-        ("m.subject_key", f.subject_key),
-    ):
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if f.created_from is not None:
-        clauses.append("m.created_at >= ?")
-        params.append(to_iso(f.created_from))
-    if f.created_to is not None:
-        clauses.append("m.created_at <= ?")
-        params.append(to_iso(f.created_to))
-    if f.importance_min is not None:
-        clauses.append("m.importance >= ?")
-        params.append(f.importance_min)
-    if f.importance_max is not None:
-        clauses.append("m.importance <= ?")
-        params.append(f.importance_max)
-    if f.importance_below is not None:
-        clauses.append("m.importance < ?")
-        params.append(f.importance_below)
-    if f.accessed_before is not None:
-        clauses.append("m.accessed_at < ?")
-        params.append(to_iso(f.accessed_before))
-    if f.archive_ids is not None:
-        among("m.archive_id", f.archive_ids)
-    if f.importance_bands is not None:
-        among(_GROUP_EXPR[GroupKey.IMPORTANCE_BAND][0], f.importance_bands)
-    if f.contains is not None:
-        # instr, not LIKE: the text is literal (no wildcards), and LIKE folds ASCII case only.
-        fold = "" if f.contains.case_sensitive else "mnemo_fold"
-        needle = f.contains.text if f.contains.case_sensitive else fold_case(f.contains.text)
-        clauses.append(
-            f"(instr({fold}(m.content), ?) > 0 OR instr({fold}(COALESCE(m.agent_name, '')), ?) > 0"
-            f" OR m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE instr({fold}(tag), ?) > 0))"
-        )
-        params.extend([needle] * 3)
-    if f.tags_any:
-        marks = ", ".join("?" * len(f.tags_any))
-        clauses.append(f"m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag IN ({marks}))")
-        params.extend(f.tags_any)
-    for tag in f.tags_all or ():
-        clauses.append("m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag = ?)")
-        params.append(tag)
-    if f.updated_after is not None:
-        clauses.append("m.updated_at > ?")
-        params.append(to_iso(f.updated_after))
-    if f.expired_before is not None:
-        clauses.append("(m.expires_at IS NOT NULL AND m.expires_at <= ?)")
-        params.append(to_iso(f.expired_before))
-    if not f.include_expired:
-        clauses.append("(m.expires_at IS NULL OR m.expires_at > ?)")
-        params.append(to_iso(f.now))
-    return (" AND ".join(clauses) or "1"), params
 
 
 def _passing(db: sqlite3.Connection, keys: Sequence[int], where: str, params: list[Any]) -> list[tuple[int, str]]:
@@ -507,8 +309,8 @@ class SQLiteStorage:
                 memory = memory.evolve(entry_number=number)
             try:
                 cursor = db.execute(
-                    f"INSERT INTO memories ({_COLUMNS}) VALUES ({', '.join('?' * len(_COLUMN_NAMES))})",
-                    _row_values(memory),
+                    f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({', '.join('?' * len(sql.COLUMN_NAMES))})",
+                    sql.row_values(memory),
                 )
             except sqlite3.IntegrityError as exc:
                 raise Conflict(f"memory {memory.id} or its path already exists", memory_id=memory.id) from exc
@@ -532,7 +334,7 @@ class SQLiteStorage:
             (
                 change.id, change.memory_id, change.version, change.action, change.actor, change.reason,
                 to_iso(change.at), memory.context.user_id, memory.context.conversation_id,
-                memory.category, None if change.previous is None else _snapshot(change.previous),
+                memory.category, None if change.previous is None else sql.snapshot(change.previous),
             ),
         )  # fmt: skip
 
@@ -564,19 +366,19 @@ class SQLiteStorage:
             return []
         with self._read() as db:
             rows = db.execute(
-                f"{_SELECT} WHERE m.id IN ({', '.join('?' * len(memory_ids))})", list(memory_ids)
+                f"{sql.SELECT} WHERE m.id IN ({', '.join('?' * len(memory_ids))})", list(memory_ids)
             ).fetchall()
-        by_id = {m.id: m for m in (_memory(row, self.name) for row in rows)}
+        by_id = {m.id: m for m in (sql.memory(row, self.name) for row in rows)}
         return [by_id[i] for i in memory_ids if i in by_id]
 
     def save(self, changes: Sequence[tuple[Memory, Change]], backups: Sequence[Backup] = ()) -> None:
-        assignments = ", ".join(f"{c} = ?" for c in _COLUMN_NAMES[1:])
+        assignments = ", ".join(f"{c} = ?" for c in sql.COLUMN_NAMES[1:])
         with self._write() as db:
             for memory, change in changes:
                 try:
                     cursor = db.execute(
                         f"UPDATE memories SET {assignments} WHERE id = ? AND version = ? RETURNING rowid",
-                        (*_row_values(memory)[1:], memory.id, memory.version - 1),
+                        (*sql.row_values(memory)[1:], memory.id, memory.version - 1),
                     )
                 except sqlite3.IntegrityError as exc:  # the only unique column a save can change is path
                     raise Conflict(f"path {memory.path!r} is already taken", path=memory.path) from exc
@@ -590,7 +392,10 @@ class SQLiteStorage:
                 self._write_change(db, change, memory)
             db.executemany(
                 "INSERT INTO backups VALUES (?, ?, ?, ?, ?)",
-                [(b.id, b.memory.id, to_iso(b.created_at), to_iso(b.keep_until), _snapshot(b.memory)) for b in backups],
+                [
+                    (b.id, b.memory.id, to_iso(b.created_at), to_iso(b.keep_until), sql.snapshot(b.memory))
+                    for b in backups
+                ],
             )
 
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
@@ -671,7 +476,7 @@ class SQLiteStorage:
             ).fetchall()
         return [
             Change(id=r[0], memory_id=r[1], version=r[2], action=r[3], actor=r[4], at=stored_time(r[5]),
-                   reason=r[6], previous=None if r[7] is None else _from_snapshot(r[7], self.name))
+                   reason=r[6], previous=None if r[7] is None else sql.from_snapshot(r[7], self.name))
             for r in rows
         ]  # fmt: skip
 
@@ -682,13 +487,13 @@ class SQLiteStorage:
             ).fetchone()
         if row is None:
             return None
-        return Backup(row[0], _from_snapshot(row[3], self.name), stored_time(row[1]), stored_time(row[2]))
+        return Backup(row[0], sql.from_snapshot(row[3], self.name), stored_time(row[1]), stored_time(row[2]))
 
     # -- paths (spec 002) ------------------------------------------------------------------
     def get_by_path(self, path: str) -> Memory | None:
         with self._read() as db:
-            row = db.execute(f"{_SELECT} WHERE m.path = ?", (path,)).fetchone()
-        return None if row is None else _memory(row, self.name)
+            row = db.execute(f"{sql.SELECT} WHERE m.path = ?", (path,)).fetchone()
+        return None if row is None else sql.memory(row, self.name)
 
     def path_level(self, prefix: str, filters: Filters) -> tuple[list[Memory], dict[str, int]]:
         """The memories whose path is ``prefix`` + one segment, by path; and each next segment
@@ -697,13 +502,13 @@ class SQLiteStorage:
         The unique index on path serves the range ``prefix <= path < prefix-with-'/'-bumped``
         (the paths that start with the prefix); the root ("") is every path.
         """
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         start = len(prefix) + 1
         in_range = "m.path >= ?" + (" AND m.path < ?" if prefix else "")
         bounds = [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)] if prefix else [prefix]
         with self._read() as db:
             rows = db.execute(
-                f"{_SELECT} WHERE {in_range} AND instr(substr(m.path, ?), '/') = 0 AND {where} ORDER BY m.path",
+                f"{sql.SELECT} WHERE {in_range} AND instr(substr(m.path, ?), '/') = 0 AND {where} ORDER BY m.path",
                 [*bounds, start, *params],
             ).fetchall()
             groups = db.execute(
@@ -712,17 +517,17 @@ class SQLiteStorage:
                 " WHERE instr(rest, '/') > 0 GROUP BY segment ORDER BY segment",
                 [start, *bounds, *params],
             ).fetchall()
-        return [_memory(row, self.name) for row in rows], dict(groups)
+        return [sql.memory(row, self.name) for row in rows], dict(groups)
 
     def expired_with_path(self, now: datetime) -> list[Memory]:
         """Memories with a path, not forgotten, whose expiry has passed."""
         with self._read() as db:
             rows = db.execute(
-                f"{_SELECT} WHERE m.status IN ('active', 'archived', 'outdated') AND m.expires_at <= ?"
+                f"{sql.SELECT} WHERE m.status IN ('active', 'archived', 'outdated') AND m.expires_at <= ?"
                 " AND m.path IS NOT NULL ORDER BY m.path",
                 (to_iso(now),),
             ).fetchall()
-        return [_memory(row, self.name) for row in rows]
+        return [sql.memory(row, self.name) for row in rows]
 
     # -- finding -----------------------------------------------------------------------
     def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
@@ -735,7 +540,7 @@ class SQLiteStorage:
         """
         if not terms:
             return []
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         window = TOP_FIRST_FACTOR * limit
         with self._read() as db:
             ranked, ranked_params = _ranked_matches(db, terms, max(RANKED_MATCHES, window))
@@ -774,22 +579,22 @@ class SQLiteStorage:
     def select(
         self, filters: Filters, sort: Sort, limit: int | None, offset: int = 0, after: Position | None = None
     ) -> list[tuple[Memory, Position]]:
-        column = _SORT_COLUMNS[sort.field]
+        column = sql.SORT_COLUMNS[sort.field]
         direction = "DESC" if sort.descending else "ASC"
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         if after is not None:
             where += f" AND (m.{column}, m.rowid) {'<' if sort.descending else '>'} (?, ?)"
             params += [after.value, after.key]
         with self._read() as db:
             rows = db.execute(
-                f"{_SELECT} WHERE {where} ORDER BY m.{column} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
+                f"{sql.SELECT} WHERE {where} ORDER BY m.{column} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
                 [*params, -1 if limit is None else limit, offset],
             ).fetchall()
-        column_index = 1 + _COLUMN_NAMES.index(column)
-        return [(_memory(row, self.name), Position(row[column_index], row[0])) for row in rows]
+        column_index = 1 + sql.COLUMN_NAMES.index(column)
+        return [(sql.memory(row, self.name), Position(row[column_index], row[0])) for row in rows]
 
     def count(self, filters: Filters) -> int:
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         with self._read() as db:
             (count,) = db.execute(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()
         return count
@@ -906,19 +711,19 @@ class SQLiteStorage:
         """Active and archived memories that have no vector yet (stored while embedding failed)."""
         with self._read() as db:
             rows = db.execute(
-                f"{_SELECT} WHERE m.status IN ('active', 'archived')"
+                f"{sql.SELECT} WHERE m.status IN ('active', 'archived')"
                 " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_rowid = m.rowid) LIMIT ?",
                 (limit,),
             ).fetchall()
-        return [_memory(row, self.name) for row in rows]
+        return [sql.memory(row, self.name) for row in rows]
 
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         with self._read() as db:
             return dict(_passing(db, keys, where, params))
 
     def keys_matching(self, filters: Filters) -> list[int]:
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         with self._read() as db:
             return [key for (key,) in db.execute(f"SELECT m.rowid FROM memories m WHERE {where}", params)]
 
@@ -946,7 +751,7 @@ class SQLiteStorage:
 
     def vector_bytes(self, filters: Filters | None = None) -> int:
         """Bytes of the vectors of the memories the filters keep (of every memory without filters)."""
-        where, params = _where(filters) if filters is not None else ("1", [])
+        where, params = sql.where(filters) if filters is not None else ("1", [])
         with self._read() as db:
             (size,) = db.execute(
                 f"SELECT COALESCE(SUM(length(v.vector)), 0) FROM vectors v JOIN memories m ON m.rowid = v.memory_rowid"
@@ -957,7 +762,7 @@ class SQLiteStorage:
 
     # -- statistics --------------------------------------------------------------------
     def totals(self, filters: Filters) -> Totals:
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         with self._read() as db:
             row = db.execute(
                 "SELECT COUNT(*), COALESCE(SUM(length(CAST(m.content AS BLOB))), 0),"
@@ -968,8 +773,8 @@ class SQLiteStorage:
         return Totals(*row)
 
     def group_count(self, filters: Filters, key: GroupKey) -> dict[str, int]:
-        where, params = _where(filters)
-        group, label = _GROUP_EXPR[key]
+        where, params = sql.where(filters)
+        group, label = sql.GROUP_EXPR[key]
         with self._read() as db:
             rows = db.execute(
                 f"SELECT {label}, COUNT(*) FROM memories m WHERE {where} GROUP BY {group} ORDER BY 1", params
@@ -978,7 +783,7 @@ class SQLiteStorage:
 
     def tag_counts(self, filters: Filters, limit: int | None = None) -> list[tuple[str, int]]:
         """Tags of the memories the filters keep, most used first (ties by name)."""
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         with self._read() as db:
             rows = db.execute(
                 "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory_rowid"
@@ -989,7 +794,7 @@ class SQLiteStorage:
 
     def duplicate_count(self, filters: Filters) -> int:
         """How many memories repeat the words of an earlier one (same words, any order) for the same user."""
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         with self._read() as db:
             (count,) = db.execute(
                 "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM memories m"
@@ -999,7 +804,7 @@ class SQLiteStorage:
         return count
 
     def created_histogram(self, filters: Filters, granularity: Granularity) -> list[tuple[str, int]]:
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         bucket = _BUCKET_EXPR[granularity]
         with self._read() as db:
             rows = db.execute(
