@@ -18,6 +18,7 @@ from mnemo.embed.local import LocalEmbedder
 from mnemo.embed.model_files import default_model_dir
 from mnemo.server import ProfileServer, build_server
 from mnemo.service import MemoryService
+from postgres_server import postgres_server, postgres_url  # noqa: F401  (fixtures)
 
 START = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
@@ -39,10 +40,21 @@ def _own_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MNEMO_CONFIG_DIR", str(tmp_path / "config"))
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def backend() -> str:
+    """The storage backend of ``settings``: SQLite here; a module whose tests are the storage contract
+    overrides this fixture with one parametrised over ``BACKENDS`` (see test_storage.py)."""
+    return "sqlite"
+
+
+@pytest.fixture
+def settings(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Settings:
     # Words only: most tests check rules, not meaning; tests of meaning pass an embedder.
-    return Settings(home=tmp_path / "home", config_dir=tmp_path / "config", embedder="none")
+    url = request.getfixturevalue("postgres_url") if backend == "postgres" else None
+    return Settings(home=tmp_path / "home", config_dir=tmp_path / "config", embedder="none", database_url=url)
 
 
 @pytest.fixture

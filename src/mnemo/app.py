@@ -22,7 +22,7 @@ from mnemo.errors import InvalidInput, NotFound
 from mnemo.lifecycle.settings import LifecycleSettings, SynthesisEndpoint
 from mnemo.service import MemoryService
 from mnemo.space_limits import SharedLimits
-from mnemo.storage import sqlite_files
+from mnemo.storage import Storage, sqlite_files
 from mnemo.storage.sqlite import SQLiteStorage
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,15 @@ def make_embedder(settings: Settings) -> Embedder | None:
                 log.warning("the local embedding model is not installed (run `mnemo setup`): recall uses words only")
                 return None
             return LocalEmbedder(settings.model_dir, variant=settings.model_variant)
+
+
+def open_storage(settings: Settings, folder: Path, name: str) -> Storage:
+    """The store's backend: its schema in the PostgreSQL database of MNEMO_DATABASE_URL, else SQLite in its folder."""
+    if settings.database_url:
+        from mnemo.storage.postgres import PostgresStorage
+
+        return PostgresStorage(settings.database_url, name, settings.database_pool_size, settings.busy_timeout_s)
+    return SQLiteStorage(folder, name, settings.busy_timeout_s)
 
 
 def lifecycle_settings(folder: Path, settings: Settings) -> LifecycleSettings:
@@ -106,7 +115,9 @@ def open_location(
         raise NotFound(
             f"no folder {location!r} to sync with: make it first (an empty one starts a new store)", location=location
         )
-    return _service_at(settings, folder.resolve(), folder.resolve().name, actor, clock, embedder)
+    # A folder is a SQLite store, whatever database the named stores are in (a laptop's, to sync with).
+    local = settings.model_copy(update={"database_url": None})
+    return _service_at(local, folder.resolve(), folder.resolve().name, actor, clock, embedder)
 
 
 def _service_at(
@@ -117,7 +128,7 @@ def _service_at(
     clock: Clock | None,
     embedder: Embedder | Literal["from settings"] | None,
 ) -> MemoryService:
-    storage = SQLiteStorage(folder, name, settings.busy_timeout_s)
+    storage = open_storage(settings, folder, name)
     chosen = make_embedder(settings) if embedder == "from settings" else embedder
     return MemoryService(
         storage,

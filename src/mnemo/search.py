@@ -23,7 +23,7 @@ from mnemo.errors import EmbeddingError
 from mnemo.focus import possible_names, without_names
 from mnemo.model import Status
 from mnemo.query import Filters
-from mnemo.storage import Storage
+from mnemo.storage import Storage, VectorSearch
 from mnemo.vector_index import VectorIndex
 from mnemo.when import stretch
 
@@ -103,7 +103,10 @@ class Searcher:
     def __init__(self, storage: Storage, embedder: Embedder | None) -> None:
         self.storage = storage
         self.embedder = embedder
-        self.index = VectorIndex(embedder.dimension) if embedder is not None else None
+        # The backend's own vector search if it has one, else an index in this process's memory.
+        self.index: VectorSearch | None = None
+        if embedder is not None:
+            self.index = storage.vector_search() or VectorIndex(embedder.dimension)
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
 
     def vectors_state(self) -> str | None:

@@ -24,6 +24,7 @@ from mnemo.model import (
     READABLE_BY_ALL,
     AccessLevel,
     Category,
+    Change,
     Context,
     Memory,
     Status,
@@ -162,6 +163,21 @@ def from_snapshot(text: str, store: str) -> Memory:
 AGENT_TEXT = "COALESCE(m.agent_name, '')"
 
 
+def change_values(change: Change, memory: Memory | None, time: Callable[[datetime], Any] = to_iso) -> tuple[Any, ...]:
+    """The versions row of a change; without the memory (a purge's record) no user, conversation or category."""
+    context = (None, None, None) if memory is None else (
+        memory.context.user_id, memory.context.conversation_id, memory.category)  # fmt: skip
+    previous = None if change.previous is None else snapshot(change.previous)
+    return (change.id, change.memory_id, change.version, change.action, change.actor, change.reason,
+            time(change.at), *context, previous)  # fmt: skip
+
+
+def change(row: Sequence[Any], store: str, read_time: Callable[[Any], datetime] = stored_time) -> Change:
+    """A Change from ``id, memory_id, version, action, actor, changed_at, reason, previous``."""
+    return Change(id=row[0], memory_id=row[1], version=row[2], action=row[3], actor=row[4], at=read_time(row[5]),
+                  reason=row[6], previous=None if row[7] is None else from_snapshot(row[7], store))  # fmt: skip
+
+
 def where(f: Filters, dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
     """The SQL condition (over alias ``m``) for a Filters value, and its parameters."""
     mark, t = dialect.mark, dialect.time
@@ -238,3 +254,19 @@ def where(f: Filters, dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
     if not f.include_expired:
         compare("(m.expires_at IS NULL OR m.expires_at > ?)", t(f.now))
     return (" AND ".join(clauses) or "1 = 1"), params
+
+
+def rare_and_common(counts: dict[str, int], cap: int) -> tuple[list[str], list[str]]:
+    """Split search terms by how many memories contain each (counted up to ``cap + 1``): the rarest,
+    while together they match at most ``cap`` memories, and the common rest (both in given order).
+
+    A word search ranks every memory that holds a rare term, and only the newest ``cap`` of those
+    that hold common terms alone: an OR of words that each match much of a store would otherwise
+    score most of it.
+    """
+    rare: list[str] = []
+    for term in sorted(counts, key=counts.__getitem__):
+        if sum(counts[t] for t in rare) + counts[term] > cap:
+            break
+        rare.append(term)
+    return [t for t in counts if t in rare], [t for t in counts if t not in rare]

@@ -86,13 +86,7 @@ def _ranked_matches(db: sqlite3.Connection, terms: Sequence[str], cap: int) -> t
     are ranked. When no term is common, as in any store of up to ``cap`` memories, that is every
     match, scored exactly as one OR query of the terms scores it.
     """
-    counts = {term: _count_up_to(db, _any_of([term]), cap + 1) for term in terms}
-    rare: list[str] = []
-    for term in sorted(terms, key=counts.__getitem__):
-        if sum(counts[t] for t in rare) + counts[term] > cap:
-            break
-        rare.append(term)
-    common = [term for term in terms if term not in rare]
+    rare, common = sql.rare_and_common({term: _count_up_to(db, _any_of([term]), cap + 1) for term in terms}, cap)
     if not common:
         return _RANKED, [_any_of(terms)]
     newest = f"SELECT * FROM ({_RANKED} ORDER BY rowid DESC LIMIT ?)"
@@ -328,15 +322,8 @@ class SQLiteStorage:
         db.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, rowid) for t in tags])
 
     @staticmethod
-    def _write_change(db: sqlite3.Connection, change: Change, memory: Memory) -> None:
-        db.execute(
-            "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                change.id, change.memory_id, change.version, change.action, change.actor, change.reason,
-                to_iso(change.at), memory.context.user_id, memory.context.conversation_id,
-                memory.category, None if change.previous is None else sql.snapshot(change.previous),
-            ),
-        )  # fmt: skip
+    def _write_change(db: sqlite3.Connection, change: Change, memory: Memory | None) -> None:
+        db.execute("INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", sql.change_values(change, memory))
 
     def get(self, memory_id: str) -> Memory | None:
         found = self.get_many([memory_id])
@@ -414,11 +401,7 @@ class SQLiteStorage:
             # FTS5 deletes only add tombstones; the old segments keep the words until merged.
             db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
             for change in changes:
-                db.execute(
-                    "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, NULL)",
-                    (change.id, change.memory_id, change.version, change.action, change.actor,
-                     change.reason, to_iso(change.at)),
-                )  # fmt: skip
+                self._write_change(db, change, None)
         # The write-ahead log still holds the deleted pages until a checkpoint copies it back and
         # truncates it. Best effort: a reader in another process may hold the log, and then the
         # next automatic checkpoint overwrites it.
@@ -474,11 +457,7 @@ class SQLiteStorage:
                 " WHERE memory_id = ? ORDER BY version, changed_at",
                 (memory_id,),
             ).fetchall()
-        return [
-            Change(id=r[0], memory_id=r[1], version=r[2], action=r[3], actor=r[4], at=stored_time(r[5]),
-                   reason=r[6], previous=None if r[7] is None else sql.from_snapshot(r[7], self.name))
-            for r in rows
-        ]  # fmt: skip
+        return [sql.change(row, self.name) for row in rows]
 
     def backup(self, backup_id: str) -> Backup | None:
         with self._read() as db:
@@ -748,6 +727,10 @@ class SQLiteStorage:
                 [*keys, subject, _any_of([subject]), *keys],
             )
             return {key for (key,) in rows}
+
+    def vector_search(self) -> None:
+        """None: the engine searches an in-memory index that tails the vectors table by ``seq``."""
+        return None
 
     def vector_bytes(self, filters: Filters | None = None) -> int:
         """Bytes of the vectors of the memories the filters keep (of every memory without filters)."""
