@@ -45,9 +45,26 @@ BACKENDS = ("sqlite", "postgres")
 
 @pytest.fixture
 def backend() -> str:
-    """The storage backend of ``settings``: SQLite here; a module whose tests are the storage contract
-    overrides this fixture with one parametrised over ``BACKENDS`` (see test_storage.py)."""
+    """The storage backend of ``settings``: SQLite, but every backend in a test or module marked
+    ``every_backend`` (the storage contract), unless it parametrises ``backend`` itself."""
     return "sqlite"
+
+
+# A test of what only a SQLite file has (its pages, its user_version, damage to the file, its write
+# lock) in a module marked every_backend runs on SQLite alone: it says so with this mark.
+sqlite_only = pytest.mark.parametrize("backend", ["sqlite"])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "every_backend: run the test against SQLite and PostgreSQL")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames or metafunc.definition.get_closest_marker("every_backend") is None:
+        return
+    if any(mark.args and mark.args[0] == "backend" for mark in metafunc.definition.iter_markers("parametrize")):
+        return  # e.g. sqlite_only
+    metafunc.parametrize("backend", BACKENDS)
 
 
 @pytest.fixture

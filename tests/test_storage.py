@@ -18,7 +18,7 @@ from types import ModuleType
 
 import pytest
 
-from conftest import BACKENDS
+from conftest import sqlite_only
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
@@ -64,15 +64,8 @@ def _fts_is_consistent(path: Path) -> bool:
     return True
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    """The tests that take ``service`` are the storage contract: they run on every backend."""
-    return str(request.param)
-
-
-# Tests of what only a SQLite file has (its migrations and user_version, FTS5's pages, file damage,
-# SQLite's write lock) run on SQLite alone: those that take ``service`` say so with this mark.
-sqlite_only = pytest.mark.parametrize("backend", ["sqlite"])
+# The tests that take ``service`` are the storage contract: they run on every backend.
+pytestmark = pytest.mark.every_backend
 
 
 def _ranked_matches(service: MemoryService) -> ModuleType:

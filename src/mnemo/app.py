@@ -60,6 +60,7 @@ def open_storage(settings: Settings, folder: Path, name: str) -> Storage:
     if settings.database_url:
         from mnemo.storage.postgres import PostgresStorage
 
+        folder.mkdir(parents=True, exist_ok=True)  # its archive files and shared-space backups stay local
         return PostgresStorage(settings.database_url, name, settings.database_pool_size, settings.busy_timeout_s)
     return SQLiteStorage(folder, name, settings.busy_timeout_s)
 
