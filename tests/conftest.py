@@ -74,6 +74,12 @@ def settings(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Se
     return Settings(home=tmp_path / "home", config_dir=tmp_path / "config", embedder="none", database_url=url)
 
 
+def serve_env(settings: Settings) -> dict[str, str]:
+    """The environment of a ``mnemo serve`` process over the same stores as ``settings`` (words only)."""
+    env = {"MNEMO_HOME": str(settings.home), "MNEMO_CONFIG_DIR": str(settings.config_dir), "MNEMO_EMBEDDER": "none"}
+    return env | ({"MNEMO_DATABASE_URL": settings.database_url} if settings.database_url else {})
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(START)

@@ -78,6 +78,10 @@ def postgres_server() -> Iterator[PostgresServer]:
     with tempfile.TemporaryDirectory(prefix="mnemo-pg-") as folder:
         os.chmod(folder, 0o755)  # the server runs as another user when the tests run as root
         server = PostgresServer(_embedded(Path(folder)))
+        with server.admin() as db:  # a throwaway server: durability is not what the tests check
+            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                db.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
+            db.execute("SELECT pg_reload_conf()")
         server.make_template()
         yield server
 

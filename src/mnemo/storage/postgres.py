@@ -350,10 +350,10 @@ class PostgresStorage:
             groups = db.execute(
                 "SELECT substr(rest, 1, strpos(rest, '/') - 1) AS segment, COUNT(*) FROM"
                 f" (SELECT substr(m.path, %s) AS rest FROM memories m WHERE starts_with(m.path, %s) AND {where}) AS r"
-                " WHERE strpos(rest, '/') > 0 GROUP BY segment ORDER BY segment COLLATE \"C\"",
+                " WHERE strpos(rest, '/') > 0 GROUP BY segment",
                 [start, prefix, *params],
             ).fetchall()
-        return memories, {segment: int(n) for segment, n in groups}
+        return memories, {segment: int(n) for segment, n in sorted(groups)}  # by code point, as SQLite sorts
 
     def expired_with_path(self, now: datetime) -> list[Memory]:
         """Memories with a path, not forgotten, whose expiry has passed."""
