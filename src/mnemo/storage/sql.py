@@ -81,6 +81,8 @@ class Dialect:
     read_time: Callable[[Any], datetime]  # a time column's value as read back
     # SQL that is true when text (a SQL expression) contains the parameter; folded: both case-folded
     contains: Callable[[str, bool], str]
+    no_limit: int | None  # a LIMIT that keeps every row
+    binary: str  # what makes ORDER BY of text byte-wise (code point order), as SQLite's default is
 
 
 def _sqlite_contains(text: str, folded: bool) -> str:
@@ -88,7 +90,7 @@ def _sqlite_contains(text: str, folded: bool) -> str:
     return f"instr(mnemo_fold({text}), ?) > 0" if folded else f"instr({text}, ?) > 0"
 
 
-SQLITE = Dialect("?", to_iso, stored_time, _sqlite_contains)
+SQLITE = Dialect("?", to_iso, stored_time, _sqlite_contains, -1, "")
 
 
 def _maybe(read: Callable[[Any], datetime], value: Any) -> datetime | None:
@@ -185,7 +187,7 @@ def where(f: Filters, dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
     params: list[Any] = []
 
     def among(column: str, values: Sequence[Any]) -> None:
-        clauses.append(f"{column} IN ({', '.join([mark] * len(values))})")
+        clauses.append(f"{column} IN ({', '.join([mark] * len(values))})" if values else "1 = 0")
         params.extend(values)
 
     def compare(condition: str, value: Any) -> None:

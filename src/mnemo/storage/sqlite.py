@@ -17,23 +17,19 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from mnemo.bounds import stored_time
-from mnemo.errors import Conflict, CorruptedData, Duplicate, Locked, MnemoError, StorageError
+from mnemo.errors import CorruptedData, Locked, MnemoError, StorageError
 from mnemo.model import (
-    Backup,
     Change,
     Memory,
     to_iso,
 )
-from mnemo.query import Filters, Position, RankFields, Sort, TextHit, fold_case
+from mnemo.query import Filters, RankFields, TextHit, fold_case
 from mnemo.storage import (
     EventPattern,
     Granularity,
-    GroupKey,
-    IdempotentCall,
-    Job,
     StoredVector,
     StoreFile,
     Totals,
@@ -42,6 +38,7 @@ from mnemo.storage import (
     sqlite_jobs,
     sqlite_requests,
 )
+from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite_files import DB_FILENAME
 from mnemo.storage.sqlite_schema import ENTRY_COUNTER, MIGRATIONS
 
@@ -107,8 +104,14 @@ def _count_up_to(db: sqlite3.Connection, expression: str, most: int) -> int:
     return int(count)
 
 
-class SQLiteStorage:
+class SQLiteStorage(SQLStore):
     """A store kept in ``<folder>/memory.db``."""
+
+    _dialect = sql.SQLITE
+    _unique_violation = sqlite3.IntegrityError
+    _bucket_expr = _BUCKET_EXPR
+    _jobs: ClassVar[Any] = sqlite_jobs
+    _requests: ClassVar[Any] = sqlite_requests
 
     def __init__(self, folder: Path, name: str = "default", busy_timeout_s: float = 30.0) -> None:
         self.name = name
@@ -266,76 +269,28 @@ class SQLiteStorage:
             self._connections.clear()
         self._local = threading.local()
 
-    # -- single memories ---------------------------------------------------------------
-    def insert(
-        self,
-        memory: Memory,
-        change: Change,
-        link_to: Sequence[str] = (),
-        unique_content: bool = False,
-        numbered: bool = False,
-    ) -> Memory:
-        """Add a memory; returns it as stored.
+    # -- single memories (the rest in SQLStore) ---------------------------------------------
+    def _same_content(self, db: sqlite3.Connection, memory: Memory, at: datetime) -> str | None:
+        # Checked inside the write transaction (BEGIN IMMEDIATE), so two processes cannot both store it.
+        # The index is named: without statistics SQLite may pick another one that matches more of
+        # the conditions (subject and status) and scan a whole store of unnamed subjects.
+        row = db.execute(
+            "SELECT id FROM memories INDEXED BY memories_signature"
+            " WHERE signature = ? AND user_id IS ? AND subject_key IS ?"
+            " AND status IN ('active', 'archived') AND (expires_at IS NULL OR expires_at > ?)"
+            " ORDER BY created_at LIMIT 1",
+            (memory.signature, memory.context.user_id, memory.subject_key, to_iso(at)),
+        ).fetchone()
+        return None if row is None else str(row[0])
 
-        ``numbered`` gives it the store's next entry number (spec 003), counted in the settings
-        table inside this write transaction: unique across processes, never reused after deletes.
-        """
-        with self._write() as db:
-            if unique_content:
-                # Checked inside the write transaction, so two processes cannot both store it. The
-                # index is named: without statistics SQLite may pick another one that matches more
-                # of the conditions (subject and status) and scan a whole store of unnamed subjects.
-                row = db.execute(
-                    "SELECT id FROM memories INDEXED BY memories_signature"
-                    " WHERE signature = ? AND user_id IS ? AND subject_key IS ?"
-                    " AND status IN ('active', 'archived') AND (expires_at IS NULL OR expires_at > ?)"
-                    " ORDER BY created_at LIMIT 1",
-                    (memory.signature, memory.context.user_id, memory.subject_key, to_iso(change.at)),
-                ).fetchone()
-                if row is not None:
-                    raise Duplicate(f"the same content is already stored as memory {row[0]}", existing_id=row[0])
-            if numbered:
-                (number,) = db.execute(
-                    "INSERT INTO settings VALUES (?, '1') ON CONFLICT(key) DO UPDATE"
-                    " SET value = CAST(value AS INTEGER) + 1 RETURNING CAST(value AS INTEGER)",
-                    (ENTRY_COUNTER,),
-                ).fetchone()
-                memory = memory.evolve(entry_number=number)
-            try:
-                cursor = db.execute(
-                    f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({', '.join('?' * len(sql.COLUMN_NAMES))})",
-                    sql.row_values(memory),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise Conflict(f"memory {memory.id} or its path already exists", memory_id=memory.id) from exc
-            self._write_tags(db, cursor.lastrowid, memory.all_tags)
-            db.executemany(
-                "INSERT OR IGNORE INTO links VALUES (?, ?, ?)",
-                [(memory.id, target, to_iso(change.at)) for target in link_to],
-            )
-            self._write_change(db, change, memory)
-        return memory
-
-    @staticmethod
-    def _write_tags(db: sqlite3.Connection, rowid: int | None, tags: Sequence[str]) -> None:
-        db.execute("DELETE FROM memory_tags WHERE memory_rowid = ?", (rowid,))
-        db.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, rowid) for t in tags])
-
-    @staticmethod
-    def _write_change(db: sqlite3.Connection, change: Change, memory: Memory | None) -> None:
-        db.execute("INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", sql.change_values(change, memory))
-
-    def get(self, memory_id: str) -> Memory | None:
-        found = self.get_many([memory_id])
-        return found[0] if found else None
-
-    def subject_spelling(self, key: str) -> str | None:
-        """How the subject with this key was first written, so one subject keeps one name."""
-        with self._read() as db:
-            row = db.execute(
-                "SELECT subject FROM memories WHERE subject_key = ? ORDER BY created_at, rowid LIMIT 1", (key,)
-            ).fetchone()
-        return None if row is None else row[0]
+    def _next_entry_number(self, db: sqlite3.Connection) -> int:
+        """Counted in the settings table: unique across processes, never reused after deletes."""
+        (number,) = db.execute(
+            "INSERT INTO settings VALUES (?, '1') ON CONFLICT(key) DO UPDATE"
+            " SET value = CAST(value AS INTEGER) + 1 RETURNING CAST(value AS INTEGER)",
+            (ENTRY_COUNTER,),
+        ).fetchone()
+        return int(number)
 
     def rank_fields(self, keys: Sequence[int]) -> dict[int, RankFields]:
         if not keys:
@@ -347,43 +302,6 @@ class SQLiteStorage:
                 [json.dumps(list(keys))],
             ).fetchall()
         return {key: RankFields(stored_time(updated), importance, count) for key, updated, importance, count in rows}
-
-    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
-        if not memory_ids:
-            return []
-        with self._read() as db:
-            rows = db.execute(
-                f"{sql.SELECT} WHERE m.id IN ({', '.join('?' * len(memory_ids))})", list(memory_ids)
-            ).fetchall()
-        by_id = {m.id: m for m in (sql.memory(row, self.name) for row in rows)}
-        return [by_id[i] for i in memory_ids if i in by_id]
-
-    def save(self, changes: Sequence[tuple[Memory, Change]], backups: Sequence[Backup] = ()) -> None:
-        assignments = ", ".join(f"{c} = ?" for c in sql.COLUMN_NAMES[1:])
-        with self._write() as db:
-            for memory, change in changes:
-                try:
-                    cursor = db.execute(
-                        f"UPDATE memories SET {assignments} WHERE id = ? AND version = ? RETURNING rowid",
-                        (*sql.row_values(memory)[1:], memory.id, memory.version - 1),
-                    )
-                except sqlite3.IntegrityError as exc:  # the only unique column a save can change is path
-                    raise Conflict(f"path {memory.path!r} is already taken", path=memory.path) from exc
-                row = cursor.fetchone()
-                if row is None:
-                    raise Conflict(
-                        f"memory {memory.id} changed since it was read (expected version {memory.version - 1})",
-                        memory_id=memory.id,
-                    )
-                self._write_tags(db, row[0], memory.all_tags)
-                self._write_change(db, change, memory)
-            db.executemany(
-                "INSERT INTO backups VALUES (?, ?, ?, ?, ?)",
-                [
-                    (b.id, b.memory.id, to_iso(b.created_at), to_iso(b.keep_until), sql.snapshot(b.memory))
-                    for b in backups
-                ],
-            )
 
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
         """Remove memories for good: rows, index entries, links, backups and old content."""
@@ -408,72 +326,7 @@ class SQLiteStorage:
         with self._translated():
             self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def purge_due(self, now: datetime) -> int:
-        """Hard-delete soft-deleted memories whose retention has ended; drop lapsed backups."""
-        stamp = to_iso(now)
-        with self._write() as db:
-            due = [
-                mid
-                for (mid,) in db.execute(
-                    "SELECT id FROM memories WHERE status = 'forgotten' AND recoverable_until <= ?", (stamp,)
-                )
-            ]
-            db.execute("DELETE FROM backups WHERE keep_until <= ?", (stamp,))
-        if due:
-            self.purge(due, [])
-        return len(due)
-
-    def add_links(self, source_id: str, target_ids: Sequence[str], at: datetime) -> None:
-        with self._write() as db:
-            db.executemany(
-                "INSERT OR IGNORE INTO links (source_id, target_id, created_at) VALUES (?, ?, ?)",
-                [(source_id, target, to_iso(at)) for target in target_ids],
-            )
-
-    def linked_ids(self, memory_id: str) -> list[str]:
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT target_id FROM links WHERE source_id = ? UNION SELECT source_id FROM links WHERE target_id = ?",
-                (memory_id, memory_id),
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    def link_counts(self, memory_ids: Sequence[str]) -> dict[str, int]:
-        if not memory_ids:
-            return {}
-        marks = ", ".join("?" * len(memory_ids))
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT id, COUNT(*) FROM (SELECT source_id AS id FROM links WHERE source_id IN ({marks})"
-                f" UNION ALL SELECT target_id FROM links WHERE target_id IN ({marks})) GROUP BY id",
-                list(memory_ids) * 2,
-            ).fetchall()
-        return dict(rows)
-
-    def history(self, memory_id: str) -> list[Change]:
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT id, memory_id, version, action, actor, changed_at, reason, previous FROM versions"
-                " WHERE memory_id = ? ORDER BY version, changed_at",
-                (memory_id,),
-            ).fetchall()
-        return [sql.change(row, self.name) for row in rows]
-
-    def backup(self, backup_id: str) -> Backup | None:
-        with self._read() as db:
-            row = db.execute(
-                "SELECT id, created_at, keep_until, snapshot FROM backups WHERE id = ?", (backup_id,)
-            ).fetchone()
-        if row is None:
-            return None
-        return Backup(row[0], sql.from_snapshot(row[3], self.name), stored_time(row[1]), stored_time(row[2]))
-
     # -- paths (spec 002) ------------------------------------------------------------------
-    def get_by_path(self, path: str) -> Memory | None:
-        with self._read() as db:
-            row = db.execute(f"{sql.SELECT} WHERE m.path = ?", (path,)).fetchone()
-        return None if row is None else sql.memory(row, self.name)
-
     def path_level(self, prefix: str, filters: Filters) -> tuple[list[Memory], dict[str, int]]:
         """The memories whose path is ``prefix`` + one segment, by path; and each next segment
         that has memories further down, with how many.
@@ -497,16 +350,6 @@ class SQLiteStorage:
                 [start, *bounds, *params],
             ).fetchall()
         return [sql.memory(row, self.name) for row in rows], dict(groups)
-
-    def expired_with_path(self, now: datetime) -> list[Memory]:
-        """Memories with a path, not forgotten, whose expiry has passed."""
-        with self._read() as db:
-            rows = db.execute(
-                f"{sql.SELECT} WHERE m.status IN ('active', 'archived', 'outdated') AND m.expires_at <= ?"
-                " AND m.path IS NOT NULL ORDER BY m.path",
-                (to_iso(now),),
-            ).fetchall()
-        return [sql.memory(row, self.name) for row in rows]
 
     # -- finding -----------------------------------------------------------------------
     def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
@@ -555,108 +398,10 @@ class SQLiteStorage:
         ranked_hits = sorted(((scores[key], key, memory_id) for key, memory_id in passing), reverse=True)
         return [TextHit(memory_id, key, score) for score, key, memory_id in ranked_hits[:limit]]
 
-    def select(
-        self, filters: Filters, sort: Sort, limit: int | None, offset: int = 0, after: Position | None = None
-    ) -> list[tuple[Memory, Position]]:
-        column = sql.SORT_COLUMNS[sort.field]
-        direction = "DESC" if sort.descending else "ASC"
-        where, params = sql.where(filters)
-        if after is not None:
-            where += f" AND (m.{column}, m.rowid) {'<' if sort.descending else '>'} (?, ?)"
-            params += [after.value, after.key]
-        with self._read() as db:
-            rows = db.execute(
-                f"{sql.SELECT} WHERE {where} ORDER BY m.{column} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
-                [*params, -1 if limit is None else limit, offset],
-            ).fetchall()
-        column_index = 1 + sql.COLUMN_NAMES.index(column)
-        return [(sql.memory(row, self.name), Position(row[column_index], row[0])) for row in rows]
-
-    def count(self, filters: Filters) -> int:
-        where, params = sql.where(filters)
-        with self._read() as db:
-            (count,) = db.execute(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()
-        return count
-
-    def record_recall(self, memory_ids: Sequence[str], at: datetime) -> None:
-        stamp = to_iso(at)
-        with self._write() as db:
-            db.executemany(
-                "UPDATE memories SET access_count = access_count + 1, accessed_at = ? WHERE id = ?",
-                [(stamp, memory_id) for memory_id in memory_ids],
-            )
-            db.execute("INSERT INTO events (kind, at, count) VALUES ('recall', ?, ?)", (stamp, len(memory_ids)))
-
-    def max_access_count(self) -> int:
-        with self._read() as db:
-            (top,) = db.execute(
-                "SELECT COALESCE(MAX(access_count), 0) FROM memories WHERE status = 'active'"
-            ).fetchone()
-        return top
-
     # -- vectors -----------------------------------------------------------------------
-    def vector_model(self) -> str | None:
-        with self._read() as db:
-            row = db.execute("SELECT value FROM settings WHERE key = 'vector_model'").fetchone()
-        return None if row is None else row[0]
-
-    def drop_vectors(self, memory_ids: Sequence[str]) -> None:
-        marks = ", ".join("?" * len(memory_ids))
-        with self._write() as db:
-            db.execute(
-                f"DELETE FROM vectors WHERE memory_rowid IN (SELECT rowid FROM memories WHERE id IN ({marks}))",
-                list(memory_ids),
-            )
-
-    def read_setting(self, key: str) -> str | None:
-        with self._read() as db:
-            row = db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def write_setting(self, key: str, value: str) -> None:
-        with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
-
-    # -- jobs --------------------------------------------------------------------------------
-    def put_job(self, job: Job) -> None:
-        with self._write() as db:
-            sqlite_jobs.put(db, job)
-
-    def get_job(self, job_id: str) -> Job | None:
-        with self._read() as db:
-            return sqlite_jobs.get(db, job_id)
-
-    def recent_jobs(self, limit: int) -> list[Job]:
-        with self._read() as db:
-            return sqlite_jobs.recent(db, limit)
-
-    def running_jobs(self) -> list[Job]:
-        with self._read() as db:
-            return sqlite_jobs.running(db)
-
-    # -- request ledgers -------------------------------------------------------------------
-    def count_request(self, principal: str, bucket: str, window: int) -> int:
-        with self._write() as db:
-            return sqlite_requests.count_request(db, principal, bucket, window)
-
-    def begin_idempotent(
-        self, principal: str, key: str, request_sha256: str, at: datetime, forget_before: datetime
-    ) -> IdempotentCall | None:
-        with self._write() as db:
-            return sqlite_requests.begin_idempotent(db, principal, key, request_sha256, at, forget_before)
-
-    def end_idempotent(self, principal: str, key: str, answer: str | None) -> None:
-        with self._write() as db:
-            sqlite_requests.end_idempotent(db, principal, key, answer)
-
     def packed_bytes(self) -> int:
         with self._read() as db:
             return int(db.execute("SELECT COALESCE(SUM(length(content_packed)), 0) FROM memories").fetchone()[0])
-
-    def archive_files_in_use(self) -> set[str]:
-        with self._read() as db:
-            rows = db.execute("SELECT DISTINCT archive_file FROM memories WHERE archive_file IS NOT NULL")
-            return {row[0] for row in rows}
 
     def reset_vectors(self, model: str) -> None:
         """Forget every vector and record which model the next ones come from."""
@@ -686,34 +431,10 @@ class SQLiteStorage:
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM vectors").fetchone()
         return seq
 
-    def unembedded(self, limit: int) -> list[Memory]:
-        """Active and archived memories that have no vector yet (stored while embedding failed)."""
-        with self._read() as db:
-            rows = db.execute(
-                f"{sql.SELECT} WHERE m.status IN ('active', 'archived')"
-                " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_rowid = m.rowid) LIMIT ?",
-                (limit,),
-            ).fetchall()
-        return [sql.memory(row, self.name) for row in rows]
-
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
         where, params = sql.where(filters)
         with self._read() as db:
             return dict(_passing(db, keys, where, params))
-
-    def keys_matching(self, filters: Filters) -> list[int]:
-        where, params = sql.where(filters)
-        with self._read() as db:
-            return [key for (key,) in db.execute(f"SELECT m.rowid FROM memories m WHERE {where}", params)]
-
-    def subjects_among(self, keys: Sequence[str]) -> set[str]:
-        """Which of these subject keys some memory of the store has (an index lookup each)."""
-        if not keys:
-            return set()
-        marks = ",".join("?" * len(keys))
-        with self._read() as db:
-            rows = db.execute(f"SELECT DISTINCT subject_key FROM memories WHERE subject_key IN ({marks})", list(keys))
-            return {key for (key,) in rows}
 
     def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]:
         """Which of these memories are about the subject, or name it in their content or tags."""
@@ -755,46 +476,6 @@ class SQLiteStorage:
             ).fetchone()
         return Totals(*row)
 
-    def group_count(self, filters: Filters, key: GroupKey) -> dict[str, int]:
-        where, params = sql.where(filters)
-        group, label = sql.GROUP_EXPR[key]
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT {label}, COUNT(*) FROM memories m WHERE {where} GROUP BY {group} ORDER BY 1", params
-            ).fetchall()
-        return {str(k): n for k, n in rows if k is not None}  # memories without the attribute are not a group
-
-    def tag_counts(self, filters: Filters, limit: int | None = None) -> list[tuple[str, int]]:
-        """Tags of the memories the filters keep, most used first (ties by name)."""
-        where, params = sql.where(filters)
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory_rowid"
-                f" WHERE {where} GROUP BY t.tag ORDER BY n DESC, t.tag LIMIT ?",
-                [*params, -1 if limit is None else limit],
-            ).fetchall()
-        return [(tag, n) for tag, n in rows]
-
-    def duplicate_count(self, filters: Filters) -> int:
-        """How many memories repeat the words of an earlier one (same words, any order) for the same user."""
-        where, params = sql.where(filters)
-        with self._read() as db:
-            (count,) = db.execute(
-                "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM memories m"
-                f" WHERE {where} GROUP BY m.word_signature, m.user_id HAVING n > 1)",
-                params,
-            ).fetchone()
-        return count
-
-    def created_histogram(self, filters: Filters, granularity: Granularity) -> list[tuple[str, int]]:
-        where, params = sql.where(filters)
-        bucket = _BUCKET_EXPR[granularity]
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT {bucket} AS b, COUNT(*) FROM memories m WHERE {where} GROUP BY b ORDER BY b", params
-            ).fetchall()
-        return [(b, n) for b, n in rows]
-
     def event_pattern(self, kind: str, start: datetime, end: datetime) -> EventPattern:
         with self._read() as db:
             rows = db.execute(
@@ -809,26 +490,6 @@ class SQLiteStorage:
             weekday = (sunday_first - 1) % 7  # SQLite counts from Sunday; Python from Monday
             by_weekday[weekday] = by_weekday.get(weekday, 0) + n
         return EventPattern(sum(by_hour.values()), by_hour, by_weekday)
-
-    def change_counts(self, start: datetime, end: datetime, memory_filters: Filters) -> dict[str, int]:
-        """Changes per action in a time window, for the user/conversation/categories of the filters."""
-        clauses = ["changed_at BETWEEN ? AND ?"]
-        params: list[Any] = [to_iso(start), to_iso(end)]
-        for column, value in (
-            ("user_id", memory_filters.user_id),
-            ("conversation_id", memory_filters.conversation_id),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        if memory_filters.categories is not None:
-            clauses.append(f"COALESCE(category, 'custom') IN ({', '.join('?' * len(memory_filters.categories))})")
-            params.extend(memory_filters.categories)
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT action, COUNT(*) FROM versions WHERE {' AND '.join(clauses)} GROUP BY action", params
-            ).fetchall()
-        return dict(rows)
 
     def size_bytes(self) -> int:
         """Bytes on disk: the database with its write-ahead log."""
