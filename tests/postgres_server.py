@@ -13,11 +13,12 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 TEMPLATE = "mnemo_test_template"
 _numbers = itertools.count(1)
@@ -28,10 +29,19 @@ class PostgresServer:
         self.base_url = base_url
 
     def url(self, database: str) -> str:
-        """A connection string for a database of this server."""
-        params = conninfo_to_dict(self.base_url)
-        params["dbname"] = database
-        return make_conninfo(**params)  # type: ignore[arg-type]
+        """A postgresql:// URL for a database of this server (a socket folder goes in ``?host=``)."""
+        params = {k: str(v) for k, v in conninfo_to_dict(self.base_url).items() if v is not None}
+        params.pop("dbname", None)
+        user = quote(params.pop("user", ""), safe="")
+        password = params.pop("password", "")
+        credentials = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+        host = params.pop("host", "")
+        port = params.pop("port", "")
+        if host.startswith("/"):
+            params["host"], host = host, ""
+        where = f"{host}:{port}" if port and host else host
+        query = f"?{urlencode(params)}" if params else ""
+        return f"postgresql://{credentials}{where}/{quote(database, safe='')}{query}"
 
     def admin(self) -> psycopg.Connection:
         return psycopg.connect(self.base_url, autocommit=True)

@@ -23,6 +23,7 @@ from mnemo.lifecycle.settings import LifecycleSettings, SynthesisEndpoint
 from mnemo.service import MemoryService
 from mnemo.space_limits import SharedLimits
 from mnemo.storage import Storage, sqlite_files
+from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite import SQLiteStorage
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,20 @@ def open_storage(settings: Settings, folder: Path, name: str) -> Storage:
         folder.mkdir(parents=True, exist_ok=True)  # its archive files and shared-space backups stay local
         return PostgresStorage(settings.database_url, name, settings.database_pool_size, settings.busy_timeout_s)
     return SQLiteStorage(folder, name, settings.busy_timeout_s)
+
+
+def open_storage_at(settings: Settings, location: str, name: str) -> SQLStore:
+    """A store by where it is: ``sqlite:PATH`` (a store's folder, or the memory.db in it) or a
+    ``postgresql://`` URL (the store ``name`` in that database). For ``mnemo migrate``."""
+    if location.startswith(("postgresql://", "postgres://")):
+        from mnemo.storage.postgres import PostgresStorage
+
+        return PostgresStorage(location, name, settings.database_pool_size, settings.busy_timeout_s)
+    if not location.startswith("sqlite:"):
+        raise InvalidInput(f"{location!r} is neither sqlite:PATH nor a postgresql:// URL", location=location)
+    path = Path(location.removeprefix("sqlite:")).expanduser()
+    folder = path.parent if path.name == sqlite_files.DB_FILENAME else path
+    return SQLiteStorage(folder.resolve(), name, settings.busy_timeout_s)
 
 
 def lifecycle_settings(folder: Path, settings: Settings) -> LifecycleSettings:

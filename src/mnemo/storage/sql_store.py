@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from mnemo.errors import Conflict, Duplicate
 from mnemo.model import Backup, Change, Memory, to_iso
 from mnemo.query import Filters, Position, Sort, TextHit
-from mnemo.storage import Granularity, GroupKey, IdempotentCall, Job, sql
+from mnemo.storage import Granularity, GroupKey, IdempotentCall, Job, StoredVector, sql
 
 __all__ = ["SQLStore", "TextHit"]
 
@@ -47,6 +47,15 @@ class SQLStore(ABC):
     @abstractmethod
     def _next_entry_number(self, db: Any) -> int:
         """The store's next entry number (spec 003), counted inside the insert's transaction."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def vectors_after(self, seq: int, limit: int) -> list[StoredVector]: ...
+
+    @abstractmethod
+    def put_vectors(self, vectors: Sequence[tuple[str, bytes]]) -> None: ...
 
     @abstractmethod
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None: ...
