@@ -134,14 +134,18 @@ class PostgresStorage(SQLStore):
             yield db
 
     def applied_migrations(self) -> list[str]:
-        with self._tx() as db:
+        with self._read() as db:
             return [name for (name,) in db.execute("SELECT name FROM migrations ORDER BY applied_at, name")]
 
     def close(self) -> None:
         self._pool.close()
 
-    def _read(self) -> AbstractContextManager[psycopg.Connection]:
-        return self._tx()
+    @contextmanager
+    def _read(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection in autocommit: each statement reads what is committed when it runs
+        (no BEGIN and COMMIT round trips; a read of several statements that must agree uses ``_tx``)."""
+        with self._translated(), self._pool.connection() as db:
+            yield db
 
     def _write(self) -> AbstractContextManager[psycopg.Connection]:
         return self._tx()
@@ -171,7 +175,7 @@ class PostgresStorage(SQLStore):
     def rank_fields(self, keys: Sequence[int]) -> dict[int, RankFields]:
         if not keys:
             return {}
-        with self._tx() as db:
+        with self._read() as db:
             rows = db.execute(
                 "SELECT rowid, updated_at, importance, access_count FROM memories WHERE rowid = ANY(%s)", (list(keys),)
             ).fetchall()
@@ -218,7 +222,7 @@ class PostgresStorage(SQLStore):
         if not terms:
             return []
         where, params = sql.where(filters, self._dialect)
-        with self._tx() as db:
+        with self._read() as db:
             found = postgres_text.search(db, self._words, terms, where, params, limit, max(RANKED_MATCHES, 3 * limit))
         return [TextHit(memory_id, key, score) for memory_id, key, score in found]
 
@@ -236,7 +240,7 @@ class PostgresStorage(SQLStore):
 
     def vectors_after(self, seq: int, limit: int) -> list[StoredVector]:
         """Vectors by seq; not for tailing (see postgres_vectors): searches go to ``vector_search``."""
-        with self._tx() as db:
+        with self._read() as db:
             return postgres_vectors.after(db, seq, limit)
 
     def last_vector_seq(self) -> int:
@@ -249,7 +253,7 @@ class PostgresStorage(SQLStore):
         if not keys:
             return {}
         where, params = sql.where(filters, self._dialect)
-        with self._tx() as db:
+        with self._read() as db:
             rows = db.execute(
                 f"SELECT m.rowid, m.id FROM memories m WHERE m.rowid = ANY(%s) AND {where}", [list(keys), *params]
             ).fetchall()
@@ -259,7 +263,7 @@ class PostgresStorage(SQLStore):
         """Which of these memories are about the subject, or name it in their content or tags."""
         if not keys:
             return set()
-        with self._tx() as db:
+        with self._read() as db:
             rows = db.execute(
                 "SELECT rowid FROM memories WHERE rowid = ANY(%s)"
                 f" AND (subject_key = %s OR words @@ phraseto_tsquery('{WORDS_CONFIG}', %s))",
@@ -284,11 +288,11 @@ class PostgresStorage(SQLStore):
 
     # -- statistics (SQL in postgres_stats) ------------------------------------------------
     def totals(self, filters: Filters) -> Totals:
-        with self._tx() as db:
+        with self._read() as db:
             return postgres_stats.totals(db, *sql.where(filters, self._dialect))
 
     def event_pattern(self, kind: str, start: datetime, end: datetime) -> EventPattern:
-        with self._tx() as db:
+        with self._read() as db:
             return postgres_stats.event_pattern(db, kind, start, end)
 
     def size_bytes(self) -> int:
@@ -318,7 +322,7 @@ class PostgresStorage(SQLStore):
 
     def check_integrity(self) -> list[str]:
         """What the store's schema lacks: a table, or the vectors' HNSW index once they have a dimension."""
-        with self._tx() as db:
+        with self._read() as db:
             tables = {name for (name,) in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
                                                      (self.schema,))}  # fmt: skip
             indexes = {name for (name,) in db.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s",

@@ -130,11 +130,12 @@ def search(
     rows = db.execute(
         "WITH q(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
         f" found AS ({' UNION '.join(matches)}),"
-        " scored AS (SELECT f.rowid, SUM(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * t.dl / %s))) AS score"
-        "  FROM found f JOIN memories w ON w.rowid = f.rowid,"
-        "  LATERAL (SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS tf,"
-        f"   {TOKENS.format(words='w.words')}::float8 AS dl FROM unnest(w.words) AS u) AS t"
-        "  JOIN q ON q.lexeme = t.lexeme GROUP BY f.rowid)"
+        f" docs AS (SELECT w.rowid, w.words, {TOKENS.format(words='w.words')}::float8 AS dl"
+        "  FROM found f JOIN memories w ON w.rowid = f.rowid),"
+        " scored AS (SELECT d.rowid, SUM(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * d.dl / %s))) AS score"
+        "  FROM docs d CROSS JOIN LATERAL"
+        "  (SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS tf FROM unnest(d.words) AS u) AS t"
+        "  JOIN q ON q.lexeme = t.lexeme GROUP BY d.rowid)"
         f" SELECT m.id, m.rowid, s.score FROM scored s JOIN memories m ON m.rowid = s.rowid WHERE {where}"
         " ORDER BY s.score DESC, m.rowid DESC LIMIT %s",
         [lexemes, idf, *match_params, K1 + 1, K1, B, B, avgdl, *params, limit],
