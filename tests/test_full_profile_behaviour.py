@@ -185,11 +185,41 @@ async def test_recall_scores_the_most_recalled_memory_1_for_access_frequency_and
         (90, "logarithmic", 1 / 3),
     ],
 )
-async def test_recall_recency_decays_with_the_clock(client, clock, days, decay, expected):
-    await store(client, "The user's bicycle is green")
+async def test_recall_recency_decays_with_the_age_behind_the_newest_match(client, clock, days, decay, expected):
+    older = await store(client, "The user's bicycle is green")
     clock.advance(days=days)
-    [memory] = await recall(client, "bicycle", ranking={"recency_decay": decay})
-    assert memory["scores"]["recency"] == pytest.approx(expected, abs=1e-3)
+    newer = await store(client, "The user's bicycle has a wicker basket")
+    clock.advance(days=365)  # recency is relative to the newest match, not to now
+    weights = {"recency": 1.0}  # all weight on recency: the priors count in full
+    found = await recall(client, "bicycle", ranking={"recency_decay": decay, "weights": weights})
+    recency = {m["memory_id"]: m["scores"]["recency"] for m in found}
+    assert recency[newer] == 1.0
+    assert recency[older] == pytest.approx(expected if days else 1.0, abs=1e-3)
+
+
+async def test_at_default_weights_a_fresh_important_memory_that_barely_matches_stays_below_the_answer(client, clock):
+    answer = await store(client, "The user's bicycle is green", metadata={"importance": 0.1})
+    clock.advance(days=200)
+    other = await store(
+        client,
+        "A long note about trains, tea, gardens and the weather that names a bicycle once",
+        metadata={"importance": 1.0},
+    )
+    found = await recall(client, "What colour is the user's bicycle?")
+    assert [m["memory_id"] for m in found][:1] == [answer]
+    scores = {m["memory_id"]: m["scores"] for m in found}
+    assert scores[answer]["semantic_similarity"] - scores[other]["semantic_similarity"] > 0.1
+    assert (scores[other]["recency"], scores[other]["importance"]) == (0.0, 0.0)  # too far below the best
+
+
+async def test_at_default_weights_the_newer_of_two_comparably_relevant_memories_ranks_first(client, clock):
+    older = await store(client, "Daily standup: 9:30 in the big room")
+    clock.advance(days=120)
+    newer = await store(client, "The team standup now happens every day at 10:15")
+    by_relevance = await recall(client, "standup time", ranking={"weights": {"semantic_similarity": 1.0}})
+    assert [m["memory_id"] for m in by_relevance] == [older, newer]  # the older one words it closer
+    found = await recall(client, "standup time")
+    assert [m["memory_id"] for m in found] == [newer, older]
 
 
 async def test_recall_pages_by_limit_and_offset_and_counts_every_match(client):

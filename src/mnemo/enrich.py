@@ -34,10 +34,9 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
-import numpy as np
-
 from mnemo.category_prototypes import PROTOTYPES
 from mnemo.embed import Embedder, Vectors
+from mnemo.lazy import numpy as np
 from mnemo.model import Category
 from mnemo.words import STOPWORDS, words
 

@@ -113,6 +113,9 @@ class RankFields:
     updated_at: datetime
     importance: float
     access_count: int
+    created_at: datetime
+    user_id: str | None
+    subject_key: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import cached_property
 
-import numpy as np
-
-from mnemo import same_fact
+from mnemo import same_fact, superseded
 from mnemo.embed import Embedder, Vectors
 from mnemo.errors import EmbeddingError
 from mnemo.focus import possible_names, without_names
+from mnemo.lazy import numpy as np
 from mnemo.model import Status
 from mnemo.query import Filters
 from mnemo.storage import Storage, VectorSearch
@@ -103,11 +103,15 @@ class Searcher:
     def __init__(self, storage: Storage, embedder: Embedder | None) -> None:
         self.storage = storage
         self.embedder = embedder
-        # The backend's own vector search if it has one, else an index in this process's memory.
-        self.index: VectorSearch | None = None
-        if embedder is not None:
-            self.index = storage.vector_search() or VectorIndex(embedder.dimension)
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
+
+    @cached_property
+    def index(self) -> VectorSearch | None:
+        """The backend's own vector search if it has one, else the store's vectors in this process's
+        memory, made on first use (so numpy loads after a server's handshake)."""
+        if self.embedder is None:
+            return None
+        return self.storage.vector_search() or VectorIndex(self.embedder.dimension)
 
     def vectors_state(self) -> str | None:
         """None when vectors can be used, else why not (for warnings and health)."""
@@ -148,7 +152,8 @@ class Searcher:
         ids.update(self.storage.keys_passing(missing, filters) if missing else {})
         cosines.update(self.index.similarity(vector, [k for k in text if k not in cosines]))
         elsewhere = self._elsewhere(list(ids), names)
-        dated = self._made_in(list(ids), filters, stretch(query, filters.now))
+        period = stretch(query, filters.now)
+        dated = self._made_in(list(ids), filters, period)
         features = np.array(
             [
                 [cosines.get(key, 0.0), text[key][1] if key in text else 0.0, elsewhere.get(key, 0.0), key in dated]
@@ -162,6 +167,9 @@ class Searcher:
                 ids.items(), features, HYBRID.relevance(features), strict=True
             )
         ]
+        if period is None and not superseded.asks_about_the_past(query):  # about now: updates come first
+            keys = [c.key for c in sorted(found, key=lambda c: -c.relevance)[: superseded.EXAMINED]]
+            found = superseded.newest_first(found, self.storage.rank_fields(keys), self.index.vectors(keys))
         return Found(found, embedded=True)
 
     def _text(self, terms: Sequence[str], filters: Filters, pool: int) -> dict[int, tuple[str, float]]:

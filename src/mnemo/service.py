@@ -533,9 +533,11 @@ class MemoryService:
         ]
         fields = self.storage.rank_fields([c.key for c in relevant])
         max_access = self.storage.max_access_count() if relevant else 0
+        best = max((c.relevance for c in relevant), default=0.0)
+        newest = max((f.updated_at for f in fields.values()), default=now)
         ranked = sorted(
             (
-                (c.memory_id, self._score(f, c.relevance, weights, decay, now, max_access))
+                (c.memory_id, self._score(f, c.relevance, best, weights, decay, newest, max_access))
                 for c in relevant
                 if (f := fields.get(c.key)) is not None
             ),
@@ -555,13 +557,14 @@ class MemoryService:
         return [m.evolve(access_count=m.access_count + 1, accessed_at=now) for m in memories]
 
     def _score(
-        self, memory: RankFields, relevance: float, weights: ranking.Weights, decay: ranking.Decay,
-        now: datetime, max_access: int,
+        self, memory: RankFields, relevance: float, best: float, weights: ranking.Weights, decay: ranking.Decay,
+        newest: datetime, max_access: int,
     ) -> ranking.Scores:  # fmt: skip
-        age_days = (now - memory.updated_at).total_seconds() / 86400
+        age_days = (newest - memory.updated_at).total_seconds() / 86400
         return ranking.score(
             weights,
             relevance,
+            best,
             ranking.recency(age_days, self.recency_half_life_days, decay),
             memory.importance,
             ranking.access_frequency(memory.access_count, max_access),

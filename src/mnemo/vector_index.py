@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from mnemo.embed import Vectors
+from mnemo.lazy import numpy as np
 from mnemo.storage import Storage
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 READ_BATCH = 5_000
 EXACT_UP_TO = 20_000  # below this an exact scan is as fast as the sign-bit prefilter
@@ -118,6 +120,11 @@ class VectorIndex:
         # Distances are small integers, so counting finds the cutoff: a third of argpartition's time.
         cutoff = int(np.searchsorted(np.cumsum(np.bincount(distance)), n))
         return np.flatnonzero(distance <= cutoff)
+
+    def vectors(self, keys: Sequence[int]) -> dict[int, Vectors]:
+        """The vectors of these keys that have one."""
+        with self._lock:
+            return {key: self._matrix[row].copy() for key in keys if (row := self._row_of.get(key)) is not None}
 
     def similarity(self, query: Vectors, keys: Sequence[int]) -> dict[int, float]:
         """Cosine of the query with each of these keys that has a vector."""

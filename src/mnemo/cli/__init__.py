@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from mnemo import __version__
 from mnemo.cli.common import (
@@ -248,7 +247,7 @@ def show(memory_id: str, store: str | None, as_json: bool) -> None:
     if as_json:
         _dump({"memory": memory, "history": [_plain(change) for change in history]})
         return
-    fields = Table(show_header=False, box=None)
+    fields = _table(show_header=False, box=None)
     fields.add_column("field", style="bold")
     fields.add_column("value")
     for name, value in dataclasses.asdict(memory).items():

@@ -7,13 +7,10 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from pydantic import ValidationError
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from mnemo.app import open_service
 from mnemo.config import Settings
@@ -21,6 +18,10 @@ from mnemo.errors import MnemoError
 from mnemo.model import Memory, to_iso
 from mnemo.query import SortField
 from mnemo.service import STATUS_NAMES, MemoryService
+
+if TYPE_CHECKING:  # rich loads when a command prints, not before `mnemo serve` answers its client
+    from rich.console import Console
+    from rich.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -91,6 +92,8 @@ def _dump(payload: Mapping[str, Any]) -> None:
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, markup=False, emoji=False)  # memories are text, not markup
 
 
@@ -107,8 +110,11 @@ def _snippet(content: str, limit: int = TABLE_CONTENT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _table(title: str | None = None) -> Table:
-    return Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+def _table(title: str | None = None, **options: Any) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    return Table(title=title, **{"box": box.SIMPLE_HEAD, "title_justify": "left", "pad_edge": False, **options})
 
 
 def _memory_table(memories: list[Memory], title: str, sort_field: SortField, *, with_status: bool) -> Table:

@@ -11,12 +11,13 @@ product is the cosine similarity. Failures raise ``mnemo.errors.EmbeddingError``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
-Vectors = npt.NDArray[np.float32]
+Vectors: TypeAlias = "npt.NDArray[np.float32]"  # named in annotations only: importing this needs no numpy
 
 
 class Embedder(Protocol):

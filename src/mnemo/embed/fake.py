@@ -8,9 +8,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-import numpy as np
-
 from mnemo.embed import Vectors
+from mnemo.lazy import numpy as np
 from mnemo.words import words
 
 

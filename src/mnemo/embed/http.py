@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from mnemo.embed import Vectors
 from mnemo.errors import EmbeddingError
 from mnemo.http_json import api_url, post_json
+from mnemo.lazy import numpy as np
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_BATCH_SIZE = 128  # texts per request; servers cap it (OpenAI at 2048, some far lower)

@@ -17,10 +17,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from mnemo.embed import Vectors
 from mnemo.embed.model_files import (
@@ -34,8 +31,10 @@ from mnemo.embed.model_files import (
     variant_file,
 )
 from mnemo.errors import EmbeddingError
+from mnemo.lazy import numpy as np
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     import onnxruntime
     import tokenizers
 
@@ -43,7 +42,7 @@ DEFAULT_BATCH_SIZE = 64
 NOT_INSTALLED = "embedding model not installed; run `mnemo setup`"
 
 Choice = Literal["auto", "int8", "fp32"]
-TokenIds = npt.NDArray[np.int64]
+TokenIds: TypeAlias = "npt.NDArray[np.int64]"
 
 
 def default_threads() -> int:

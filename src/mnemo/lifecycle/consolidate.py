@@ -25,10 +25,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import numpy as np
-
 from mnemo import bounds, same_fact
 from mnemo.errors import InvalidInput, NotFound, OperationFailed, TooDissimilar, Unprocessable
+from mnemo.lazy import numpy as np
 from mnemo.lifecycle.archive import Archiver
 from mnemo.lifecycle.synthesis import ChatSynthesizer, Synthesizer
 from mnemo.model import MAX_CONTENT_CHARS, AccessLevel, ForgetReason, Memory, Status, normalise_text

@@ -104,6 +104,7 @@ class VectorSearch(Protocol):
     # the k keys nearest the query, best first; ``among``: only these keys, their true top k
     def search(self, query: Vectors, k: int, among: Sequence[int] | None = None) -> list[tuple[int, float]]: ...
     def similarity(self, query: Vectors, keys: Sequence[int]) -> dict[int, float]: ...
+    def vectors(self, keys: Sequence[int]) -> dict[int, Vectors]: ...  # the vectors of these keys that have one
 
 
 class Storage(Protocol):

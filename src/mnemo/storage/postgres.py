@@ -177,9 +177,14 @@ class PostgresStorage(SQLStore):
             return {}
         with self._read() as db:
             rows = db.execute(
-                "SELECT rowid, updated_at, importance, access_count FROM memories WHERE rowid = ANY(%s)", (list(keys),)
+                "SELECT rowid, updated_at, importance, access_count, created_at, user_id, subject_key FROM memories"
+                " WHERE rowid = ANY(%s)",
+                (list(keys),),
             ).fetchall()
-        return {key: RankFields(as_utc(updated), importance, count) for key, updated, importance, count in rows}
+        return {
+            key: RankFields(as_utc(updated), importance, count, as_utc(created), user, subject)
+            for key, updated, importance, count, created, user, subject in rows
+        }
 
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
         """Remove memories for good: rows (their tags and vectors with them), links, backups, old content.

@@ -91,3 +91,12 @@ class PostgresVectorSearch:
                 (Vector(query), list(keys)),
             ).fetchall()
         return {int(key): float(cosine) for key, cosine in rows}
+
+    def vectors(self, keys: Sequence[int]) -> dict[int, Vectors]:
+        if not keys:
+            return {}
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT memory_rowid, embedding FROM vectors WHERE memory_rowid = ANY(%s)", (list(keys),)
+            ).fetchall()
+        return {int(key): np.frombuffer(_bytes(embedding), dtype="<f4").copy() for key, embedding in rows}

@@ -297,11 +297,14 @@ class SQLiteStorage(SQLStore):
             return {}
         with self._read() as db:
             rows = db.execute(
-                "SELECT m.rowid, m.updated_at, m.importance, m.access_count FROM json_each(?) AS k"
-                " CROSS JOIN memories m ON m.rowid = k.value",
+                "SELECT m.rowid, m.updated_at, m.importance, m.access_count, m.created_at, m.user_id, m.subject_key"
+                " FROM json_each(?) AS k CROSS JOIN memories m ON m.rowid = k.value",
                 [json.dumps(list(keys))],
             ).fetchall()
-        return {key: RankFields(stored_time(updated), importance, count) for key, updated, importance, count in rows}
+        return {
+            key: RankFields(stored_time(updated), importance, count, stored_time(created), user, subject)
+            for key, updated, importance, count, created, user, subject in rows
+        }
 
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
         """Remove memories for good: rows, index entries, links, backups and old content."""

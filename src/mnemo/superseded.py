@@ -1,0 +1,76 @@
+"""Among the first results, a newer memory about the same thing comes before the one it updates.
+
+Agents rarely edit a fact when it changes: they store the new state ("Liam moved to Denver")
+beside the old one ("Liam lives in Boston"). A question about the current state is then often
+worded closer to the older memory, which was written first and plainly, so the answer an agent
+reads first is out of date: on agent-memory's dev set the newest fact came first for 5 of its 25
+current-state questions (6 of 25 on our validation set).
+
+So among the EXAMINED most relevant candidates, a candidate that probably updates an older one
+(the same user and subject, created later, close in meaning: a cosine of the two memories of at
+least SAME_TOPIC) takes that one's relevance and is placed just above it. Only the order of
+those first candidates changes, never which memories they are, so recall at EXAMINED and beyond
+is unchanged. A question that asks about the past, by naming a stretch of time ("last summer")
+or by its grammar ("Where did she live?"), is left alone (see search.py): LoCoMo's questions
+about earlier conversations lost a fifth of their first answers to later turns on the same topic
+without that.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from mnemo.embed import Vectors
+from mnemo.lazy import numpy as np
+from mnemo.query import RankFields
+
+if TYPE_CHECKING:
+    from mnemo.search import Candidate
+
+# From this cosine two memories of one user and subject are taken to be about the same thing. On
+# agent-memory's dev set 2% of the pairs of memories sharing a user and a subject are this close,
+# among them 20 of the 31 (newer, older) pairs of its current-state questions.
+SAME_TOPIC = 0.6
+ABOVE = 1e-4  # how far above the memory it updates an update is placed
+EXAMINED = 5  # the candidates reordered: the first results an agent reads
+
+# The auxiliaries of the past tense: a closed class of English words, not a list of cue phrases.
+_PAST_TENSE = re.compile(r"\b(?:did|was|were|had|used)\b", re.IGNORECASE)
+
+
+def asks_about_the_past(question: str) -> bool:
+    return _PAST_TENSE.search(question) is not None
+
+
+def newest_first(
+    candidates: Sequence[Candidate], fields: Mapping[int, RankFields], vectors: Mapping[int, Vectors]
+) -> list[Candidate]:
+    """The candidates, each update raised just above the most relevant older memory it updates.
+
+    Only candidates with fields and a vector are compared: the caller passes those of the
+    EXAMINED most relevant.
+    """
+    known = [c for c in candidates if c.key in fields and c.key in vectors and fields[c.key].subject_key]
+    if len(known) < 2:
+        return list(candidates)
+    known.sort(key=lambda c: fields[c.key].created_at)  # oldest first, so a chain of updates carries through
+    matrix = np.stack([vectors[c.key] for c in known])
+    similar = matrix @ matrix.T
+    relevance = [c.relevance for c in known]
+    raised: dict[int, float] = {}
+    for newer, candidate in enumerate(known):
+        about = fields[candidate.key]
+        updated = [
+            relevance[older]
+            for older in range(newer)
+            if similar[newer, older] >= SAME_TOPIC
+            and fields[known[older].key].created_at < about.created_at
+            and (fields[known[older].key].user_id, fields[known[older].key].subject_key)
+            == (about.user_id, about.subject_key)
+        ]
+        if updated and max(updated) + ABOVE > relevance[newer]:
+            relevance[newer] = raised[candidate.key] = min(1.0, max(updated) + ABOVE)
+    return [replace(c, relevance=raised[c.key]) if c.key in raised else c for c in candidates]

@@ -1,0 +1,32 @@
+"""What a server loads before its first answer: nothing the handshake does not need (mnemo.lazy)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+BUILD_AND_LIST = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from mnemo.config import Settings
+    from mnemo.server import build_server
+
+    server = build_server(Settings(home=Path(sys.argv[1]), model_dir=Path(sys.argv[2])))
+    tools = asyncio.run(server.list_tools())
+    print(len(tools), "numpy" in sys.modules)
+    server.close()
+    """
+)
+
+
+def test_a_server_is_built_and_lists_its_tools_without_importing_numpy(tmp_path: Path, installed_model: Path):
+    answer = subprocess.run(
+        [sys.executable, "-c", BUILD_AND_LIST, str(tmp_path / "home"), str(installed_model)],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    tools, numpy_imported = answer.stdout.split()
+    assert int(tools) == 10
+    assert numpy_imported == "False", "numpy is imported before the first answer: import it from mnemo.lazy"
