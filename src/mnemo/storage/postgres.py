@@ -1,7 +1,8 @@
 """The server backend: a store is one schema of a PostgreSQL database (see postgres_schema).
 
 Concurrency policy: a pool of connections (psycopg_pool), each used by one thread at a time, in
-autocommit mode with an explicit transaction per operation (READ COMMITTED). What SQLite gets
+autocommit mode: a write is one explicit transaction (READ COMMITTED), a read of one statement
+runs on its own. What SQLite gets
 from ``BEGIN IMMEDIATE`` is asked for where it matters: a save updates only the version it was
 computed from (a concurrent save waits on the row, then finds another version: ``Conflict``);
 entry numbers come from one row of ``settings`` updated in the inserting transaction (its row lock
@@ -12,7 +13,6 @@ caller left without a connection that long, gets ``Locked``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -52,11 +52,6 @@ from mnemo.storage.postgres_schema import (
 from mnemo.storage.sql_store import SQLStore
 
 RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (as in sqlite.py)
-_TIME_COLUMNS = {"created_at", "updated_at", "accessed_at"}
-
-
-def is_url(location: str) -> bool:
-    return bool(re.match(r"postgres(ql)?://", location))
 
 
 def _dialect(server_version: int) -> sql.Dialect:
@@ -81,7 +76,7 @@ class PostgresStorage(SQLStore):
     _jobs: ClassVar[Any] = postgres_ledgers
     _requests: ClassVar[Any] = postgres_ledgers
 
-    def __init__(self, url: str, name: str = "default", pool_size: int = 4, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, name: str = "default", pool_size: int = 5, busy_timeout_s: float = 30.0) -> None:
         self.name = name
         self.schema = schema_name(name)
         self._busy_timeout_s = busy_timeout_s
@@ -332,7 +327,10 @@ class PostgresStorage(SQLStore):
                                                      (self.schema,))}  # fmt: skip
             indexes = {name for (name,) in db.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s",
                                                       (self.schema,))}  # fmt: skip
-            sized = db.execute("SELECT 1 FROM settings WHERE key = 'vector_dimension'").fetchone() is not None
+            sized = (
+                "settings" in tables
+                and db.execute("SELECT 1 FROM settings WHERE key = 'vector_dimension'").fetchone() is not None
+            )
         found = [f"table {table} is missing" for table in sorted(EXPECTED_TABLES - tables)]
         if sized and HNSW_INDEX not in indexes:
             found.append(f"index {HNSW_INDEX} is missing")
