@@ -220,3 +220,16 @@ async def test_memento_marks_outdated_what_full_then_no_longer_recalls(
         assert (await call(full, "recall_memories", query="Leeds"))["memories"] == []
         [listed] = (await call(memento, "list_recent_memories"))["memories"]
         assert (listed["status"], listed["outdated_reason"]) == ("outdated", "moved to York")
+
+
+async def test_a_memory_that_shares_only_the_subjects_name_with_a_question_is_not_presented_as_its_answer(
+    family_server: ProfileServer,
+):
+    atlas = "Atlas is the billing service; its entries table is partitioned by month."
+    async with family(family_server) as client:
+        await call(client, "store_memory", content=atlas, subject="Atlas", category="fact")
+        unanswerable = await call(client, "search_memories", query="When is the Atlas SOC 2 audit?", threshold=0.0)
+        answerable = await call(client, "search_memories", query="How is the Atlas entries table split?")
+        assert unanswerable["memories"][0]["content"] == atlas  # found, as the closest...
+        assert unanswerable["memories"][0]["relevance_score"] < 0.7  # ...but not as an answer
+        assert [m["content"] for m in answerable["memories"]][:1] == [atlas]

@@ -43,7 +43,7 @@ MEMORIES_1 = [
      "created_at": "2026-01-01T10:00:00Z", "user_id": "u1", "tags": ["music"], "importance": 0.5},
     {"id": "a2", "content": "Noah started playing the cello last autumn at the community music school near the park "
      "together with his best friend from class.", "subject": "Noah", "category": "history",
-     "created_at": "2026-01-02T10:00:00Z", "user_id": "u1"},
+     "created_at": "2025-12-31T10:00:00Z", "user_id": "u1"},  # older than a1: not taken for its update
     {"id": "a3", "content": "Emma is allergic to peanuts.", "subject": "Emma", "category": "restriction",
      "created_at": "2026-01-03T10:00:00Z", "user_id": "u1"},
     {"id": "a4", "content": "Emma is allergic to peanuts.", "subject": "Emma", "category": "restriction",

@@ -31,6 +31,7 @@ from mnemo.embed.model_files import (
     variant_file,
 )
 from mnemo.errors import EmbeddingError
+from mnemo.lazy import import_now
 from mnemo.lazy import numpy as np
 
 if TYPE_CHECKING:
@@ -224,6 +225,7 @@ class LocalEmbedder:
             return self._model
 
     def _open(self) -> OnnxSentenceModel:
+        import_now(np)  # before onnxruntime, which imports numpy too (see mnemo.lazy)
         variant = _choose(self._model_dir, self._wanted)
         if variant is None:
             raise EmbeddingError(NOT_INSTALLED, model_dir=str(self._model_dir), variant=self._wanted)
