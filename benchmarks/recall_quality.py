@@ -51,6 +51,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from datetime import time as day_time
@@ -321,7 +322,13 @@ class Run:
     seconds: float = 0.0
 
 
-def evaluate(data: dict[str, Any], limit_haystacks: int | None = None, kinds: Sequence[str] | None = None) -> Run:
+def evaluate(
+    data: dict[str, Any],
+    limit_haystacks: int | None = None,
+    kinds: Sequence[str] | None = None,
+    postgres: str | None = None,
+) -> Run:
+    """``postgres``: a PostgreSQL server's URL; each haystack then gets a fresh database on it."""
     started = time.perf_counter()
     run = Run(name=data.get("name", "?"))
     haystacks = data["haystacks"][:limit_haystacks] if limit_haystacks else data["haystacks"]
@@ -330,8 +337,13 @@ def evaluate(data: dict[str, Any], limit_haystacks: int | None = None, kinds: Se
         queries = [q for q in haystack["queries"] if not kinds or q["kind"] in kinds]
         earliest = min((parse_time(m["created_at"]) for m in memories), default=datetime.now(UTC))
         clock = ManualClock(earliest)
-        with tempfile.TemporaryDirectory(prefix="mnemo-eval-") as home:
-            service = open_service(Settings(home=Path(home)), clock=clock)
+        with tempfile.TemporaryDirectory(prefix="mnemo-eval-") as home, ExitStack() as stack:
+            url = None
+            if postgres:
+                from postgres_database import fresh_database  # beside this file; needs psycopg
+
+                url = stack.enter_context(fresh_database(postgres))
+            service = open_service(Settings(home=Path(home), database_url=url), clock=clock)
             try:
                 loaded = load_haystack(service, clock, memories)
                 # Default weights first: their access-count dependence stays within their own pass.
@@ -444,10 +456,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--limit-haystacks", type=int, default=None, metavar="N", help="only the first N haystacks")
     parser.add_argument("--kinds", default=None, help="comma-separated query kinds to ask (default: all)")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="where the stores are")
+    parser.add_argument(
+        "--database-url", default=None, help="postgres: a server (default: MNEMO_TEST_POSTGRES_URL, or embedded)"
+    )
     args = parser.parse_args(argv)
     data = json.loads(args.data.read_text(encoding="utf-8"))
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
-    run = evaluate(data, args.limit_haystacks, kinds)
+    with ExitStack() as stack:
+        server = None
+        if args.backend == "postgres":
+            from postgres_database import postgres_server
+
+            server = stack.enter_context(postgres_server(args.database_url))
+        run = evaluate(data, args.limit_haystacks, kinds, server)
     print(json.dumps(report_json(run)) if args.json else report_table(run))
     return 0
 

@@ -18,6 +18,7 @@ from mnemo.embed.local import LocalEmbedder
 from mnemo.embed.model_files import default_model_dir
 from mnemo.server import ProfileServer, build_server
 from mnemo.service import MemoryService
+from postgres_server import postgres_server, postgres_url  # noqa: F401  (fixtures)
 
 START = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
@@ -39,10 +40,44 @@ def _own_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MNEMO_CONFIG_DIR", str(tmp_path / "config"))
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def backend() -> str:
+    """The storage backend of ``settings``: SQLite, but every backend in a test or module marked
+    ``every_backend`` (the storage contract), unless it parametrises ``backend`` itself."""
+    return "sqlite"
+
+
+# A test of what only a SQLite file has (its pages, its user_version, damage to the file, its write
+# lock) in a module marked every_backend runs on SQLite alone: it says so with this mark.
+sqlite_only = pytest.mark.parametrize("backend", ["sqlite"])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "every_backend: run the test against SQLite and PostgreSQL")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames or metafunc.definition.get_closest_marker("every_backend") is None:
+        return
+    if any(mark.args and mark.args[0] == "backend" for mark in metafunc.definition.iter_markers("parametrize")):
+        return  # e.g. sqlite_only
+    metafunc.parametrize("backend", BACKENDS)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Settings:
     # Words only: most tests check rules, not meaning; tests of meaning pass an embedder.
-    return Settings(home=tmp_path / "home", config_dir=tmp_path / "config", embedder="none")
+    url = request.getfixturevalue("postgres_url") if backend == "postgres" else None
+    return Settings(home=tmp_path / "home", config_dir=tmp_path / "config", embedder="none", database_url=url)
+
+
+def serve_env(settings: Settings) -> dict[str, str]:
+    """The environment of a ``mnemo serve`` process over the same stores as ``settings`` (words only)."""
+    env = {"MNEMO_HOME": str(settings.home), "MNEMO_CONFIG_DIR": str(settings.config_dir), "MNEMO_EMBEDDER": "none"}
+    return env | ({"MNEMO_DATABASE_URL": settings.database_url} if settings.database_url else {})
 
 
 @pytest.fixture

@@ -32,6 +32,8 @@ from spec000 import (
     store,
 )
 
+pytestmark = pytest.mark.every_backend  # every profile on SQLite and PostgreSQL
+
 UUID4 = "^[a-f0-9]{8}-[a-f0-9]{4}-4[a-f0-9]{3}-[89ab][a-f0-9]{3}-[a-f0-9]{12}$"
 TYPES = ["core", "learning", "task"]
 BANDS = ["high", "medium", "low"]

@@ -18,6 +18,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp.types import CallToolResult
 
 from attack_checks import FIGURES
@@ -28,6 +29,7 @@ from mnemo.model import Context, Status
 from mnemo.query import Filters, Sort
 from mnemo.server import build_server
 from mnemo.service import MemoryService
+from mnemo.storage.postgres_schema import MIGRATIONS as POSTGRES_MIGRATIONS
 from mnemo.storage.sqlite_schema import MIGRATIONS
 
 STORE = "default"
@@ -182,7 +184,19 @@ def _all_errors(reports: list[dict[str, Any]]) -> list[str]:
     return [f"process {r['index']}: {e}" for r in reports for e in r["errors"]]
 
 
-def test_four_processes_storing_recalling_and_updating_at_once_lose_no_write_and_see_no_error(tmp_path: Path):
+@pytest.fixture
+def database(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where the children's stores are: on PostgreSQL, MNEMO_DATABASE_URL, which spawned processes inherit."""
+    if settings.database_url:
+        monkeypatch.setenv("MNEMO_DATABASE_URL", settings.database_url)
+        return "postgres"
+    return "sqlite"
+
+
+@pytest.mark.every_backend
+def test_four_processes_storing_recalling_and_updating_at_once_lose_no_write_and_see_no_error(
+    tmp_path: Path, database: str
+):
     home = str(tmp_path / "home")
 
     reports = _run_children(_writer, [(home, i) for i in range(PROCESSES)])
@@ -192,7 +206,8 @@ def test_four_processes_storing_recalling_and_updating_at_once_lose_no_write_and
     try:
         everything = Filters(now=service.clock.now(), statuses=None, include_expired=True)
         assert service.storage.count(everything) == PROCESSES * MEMORIES_PER_PROCESS
-        assert service.storage.applied_migrations() == [m.__name__ for m in MIGRATIONS]
+        migrations = MIGRATIONS if database == "sqlite" else POSTGRES_MIGRATIONS
+        assert service.storage.applied_migrations() == [m.__name__ for m in migrations]
         for report in reports:
             user = f"user{report['index']}"
             assert len(report["stored"]) == MEMORIES_PER_PROCESS
@@ -214,7 +229,8 @@ def test_four_processes_storing_recalling_and_updating_at_once_lose_no_write_and
         service.storage.close()
 
 
-def test_four_processes_updating_one_memory_without_expected_version_all_land(tmp_path: Path):
+@pytest.mark.every_backend
+def test_four_processes_updating_one_memory_without_expected_version_all_land(tmp_path: Path, database: str):
     home = str(tmp_path / "home")
     setup = _open(home, "setup")
     try:

@@ -27,6 +27,8 @@ from mnemo.profiles import get_profile
 from mnemo.server import ProfileServer
 from spec004 import error_of, store
 
+pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
+
 TIERS = ["cold", "glacier", "deep_archive"]
 KEPT_FIELDS = ("content", "category", "tags", "importance", "created_at", "access_level", "context")
 

@@ -17,6 +17,8 @@ from mcp import Client
 from mcp_calls import answer as call
 from spec004 import METRICS, SERVED_TOOLS, error_of, store
 
+pytestmark = pytest.mark.every_backend  # every profile on SQLite and PostgreSQL
+
 CATEGORIES = ["fact", "preference", "instruction", "context", "relationship", "skill", "goal", "event", "custom"]
 ACCESS_LEVELS = ["public", "private", "shared"]
 

@@ -10,6 +10,7 @@ import pytest
 
 from http_server import member_keys, serving
 from mcp_calls import answer
+from mnemo.config import Settings
 
 MODES = ["legacy", "auto"]
 
@@ -24,11 +25,18 @@ def home(tmp_path: Path, keys: dict[str, str]) -> Path:
     return tmp_path / "home"
 
 
+def _database(settings: Settings) -> dict[str, str]:
+    """The environment that puts a server's stores where ``settings`` has them (SQLite: under its home)."""
+    return {"MNEMO_DATABASE_URL": settings.database_url} if settings.database_url else {}
+
+
+@pytest.mark.every_backend  # the ledgers are tables of the store
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_rate_limit_is_shared_by_two_servers_reached_per_user_and_reset(
-    home: Path, keys: dict[str, str], mode: str
+    home: Path, keys: dict[str, str], mode: str, settings: Settings
 ):
     env = {"MNEMO_EMBEDDER": "none", "MNEMO_RATE_LIMITS": "list_memories=3", "MNEMO_RATE_WINDOW_S": "4"}
+    env |= _database(settings)
     with serving(home, **env) as one, serving(home, **env) as two:
         # start at the beginning of a window, so that all calls below fall in it
         time.sleep(4 - time.time() % 4 + 0.05)
@@ -58,9 +66,13 @@ def test_a_request_over_the_limit_that_is_not_a_tool_call_is_http_429(home: Path
         assert statuses[-1] == 429
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_retried_write_with_the_same_key_runs_once_across_servers(home: Path, keys: dict[str, str], mode: str):
-    with serving(home, MNEMO_EMBEDDER="none") as one, serving(home, MNEMO_EMBEDDER="none") as two:
+async def test_a_retried_write_with_the_same_key_runs_once_across_servers(
+    home: Path, keys: dict[str, str], mode: str, settings: Settings
+):
+    env = {"MNEMO_EMBEDDER": "none"} | _database(settings)
+    with serving(home, **env) as one, serving(home, **env) as two:
         key = {"X-Idempotency-Key": "write-0001"}
         replies: list[httpx2.Response] = []
         async with (

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from mcp import Client
 
@@ -19,6 +20,8 @@ from mnemo.clock import ManualClock
 from mnemo.lifecycle import jobs
 from mnemo.server import ProfileServer
 from mnemo.storage import Job
+
+pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
 
 
 async def read_job(client: Client, job_id: str) -> dict:

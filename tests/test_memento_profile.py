@@ -27,6 +27,8 @@ from mnemo.profiles.memento import MementoCategory, error_code
 from mnemo.server import ProfileServer, build_server
 from spec001 import SPEC_CODES, error
 
+pytestmark = pytest.mark.every_backend  # every profile on SQLite and PostgreSQL
+
 CATEGORIES = ["preference", "restriction", "fact", "skill", "relationship", "goal", "history", "context"]
 FIVE_TOOLS = {"store_memory", "search_memories", "list_recent_memories", "update_memory", "get_memory_stats"}
 MEMORY_FIELDS = {"id", "content", "subject", "category", "tags", "confidence", "created_at"}

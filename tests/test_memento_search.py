@@ -18,6 +18,8 @@ from mnemo.profiles import get_profile
 from mnemo.server import ProfileServer, build_server
 from spec001 import error
 
+pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
+
 FAMILY = [
     ("Emma is lactose intolerant", "Emma", "restriction", ["dietary", "health"]),  # the spec's example
     ("Liam is allergic to peanuts", "Liam", "restriction", ["food", "allergy"]),

@@ -20,6 +20,8 @@ from mnemo.query import Filters
 from mnemo.search import HYBRID
 from mnemo.service import MemoryService
 
+pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
+
 
 @pytest.fixture
 def hybrid(settings: Settings, clock: ManualClock) -> Iterator[MemoryService]:
@@ -31,9 +33,10 @@ def hybrid(settings: Settings, clock: ManualClock) -> Iterator[MemoryService]:
 def test_storing_a_memory_stores_its_vector_and_stats_count_its_bytes(hybrid: MemoryService):
     result = hybrid.store("Emma is lactose intolerant")
     assert result.embedded
-    assert hybrid.storage.vector_bytes() == 4 * hybrid.searcher.index.dimension  # type: ignore[union-attr]
+    assert hybrid.embedder is not None
+    assert hybrid.storage.vector_bytes() == 4 * hybrid.embedder.dimension
     size = hybrid.stats(scope="global", metrics=["storage_size"]).statistics["storage_size"]
-    assert size["embeddings_bytes"] == 4 * hybrid.searcher.index.dimension  # type: ignore[union-attr]
+    assert size["embeddings_bytes"] == 4 * hybrid.embedder.dimension
 
 
 def test_meaning_finds_a_memory_whose_words_differ(hybrid: MemoryService):

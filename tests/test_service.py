@@ -13,6 +13,8 @@ from mnemo.model import Context, Status
 from mnemo.query import Sort, SortField
 from mnemo.service import MemoryService, TagEdit
 
+pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
+
 
 def test_exact_duplicates_are_recognised_through_case_spacing_and_edge_punctuation(service: MemoryService):
     first = service.store("Emma is lactose intolerant.")

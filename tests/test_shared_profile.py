@@ -20,6 +20,8 @@ from mnemo.model import BAND_IMPORTANCE, ImportanceBand, Status
 from mnemo.server import ProfileServer, build_server
 from spec003 import EXAMPLE, NINE_TOOLS, add, body, error, everything, text, words
 
+pytestmark = pytest.mark.every_backend  # every profile on SQLite and PostgreSQL
+
 ENTRY_FIELDS = {
     "entry_id",
     "timestamp",
@@ -524,7 +526,7 @@ async def test_stats_report_every_field_of_the_spec_from_the_store(client, serve
     await add(client, "six", agent="claude-beta", tags=["review"])
     server.service.store("a memory of the full profile, not counted")
     stats = await body(client, "get_memory_stats")
-    size = sum(p.stat().st_size for p in server.service.storage.folder.glob("memory.db*"))
+    size = server.service.storage.size_bytes()  # SQLite: the file with its WAL; PostgreSQL: the schema's tables
     assert stats == {
         "success": True,
         "total_entries": 3,
@@ -566,7 +568,7 @@ async def test_clear_without_confirmation_is_refused_and_changes_nothing(client,
     message = await error(client, "clear_memory", confirm=False)
     assert message.startswith("Confirmation required")
     assert everything(server) == before
-    assert not (server.service.storage.folder / "backups").exists()
+    assert not (server.service.shared_limits.folder / "backups").exists()
     assert "confirm" in await error(client, "clear_memory")
 
 
@@ -584,7 +586,7 @@ async def test_clear_backs_up_then_removes_every_entry_of_the_space_only(client,
         "message": "Successfully cleared 3 memory entries. Backup created.",
     }
     assert backup.startswith("backups/")  # relative to the store folder, which callers are not shown
-    saved = json.loads((server.service.storage.folder / backup).read_text(encoding="utf-8"))
+    saved = json.loads((server.service.shared_limits.folder / backup).read_text(encoding="utf-8"))
     assert [e["content"] for e in saved["entries"]] == ["entry 0", "entry 1", "entry 2"]
     assert (await body(client, "read_memory", response_format="json"))["total_entries"] == 0
     assert server.service.get(other).status is Status.ACTIVE
@@ -598,7 +600,7 @@ async def test_clearing_an_empty_space_writes_no_backup(client, server):
 
 
 # -- health_check -------------------------------------------------------------------------------
-async def test_health_check_runs_each_check_and_reports_all_operational(client, server):
+async def test_health_check_runs_each_check_and_reports_all_operational(client, server, backend):
     await add(client)
     health = await body(client, "health_check")
     assert set(health) == {"success", "timestamp", "checks", "message"}
@@ -608,8 +610,9 @@ async def test_health_check_runs_each_check_and_reports_all_operational(client, 
     assert all(c["status"] == "ok" for c in checks.values())
     storage = server.service.storage
     # The store is named, not where it lives on disk: callers of a server need not know its layout.
-    assert (checks["storage_file"]["store"], checks["storage_file"]["path"]) == ("default", "memory.db")
-    assert str(storage.folder) not in json.dumps(health)
+    where = "memory.db" if backend == "sqlite" else "schema mnemo_default"
+    assert (checks["storage_file"]["store"], checks["storage_file"]["path"]) == ("default", where)
+    assert str(server.service.shared_limits.folder) not in json.dumps(health)
     assert checks["storage_file"]["exists"] is True
     assert checks["storage_file"]["size_bytes"] == storage.size_bytes()
     assert checks["file_locking"]["message"].startswith("File locking operational")

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
+from conftest import sqlite_only
 from mnemo.app import open_service
 from mnemo.cli import cli
 from mnemo.clock import ManualClock
@@ -33,6 +34,8 @@ from mnemo.space_files import KEEP_BACKUPS
 from mnemo.storage.sqlite import SQLiteStorage
 from mnemo.storage.sqlite_schema import MIGRATIONS
 from spec003 import add, body, error, everything, text, words
+
+pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
 
 
 @pytest.fixture
@@ -102,7 +105,7 @@ def test_clear_keeps_the_ten_newest_backups(server, clock):
         space.add("bot", f"entry {i}")
         written.append(space.clear(True).backup)
         clock.advance(seconds=1)
-    kept = sorted((server.service.storage.folder / "backups").glob("*.json"))
+    kept = sorted((server.service.shared_limits.folder / "backups").glob("*.json"))
     assert kept == written[2:]
     assert space.health().checks["backup_system"].facts["backup_count"] == KEEP_BACKUPS
 
@@ -171,13 +174,14 @@ def test_mnemo_restore_backup_puts_a_cleared_space_back(tmp_path, monkeypatch):
 
 # -- health, locks, corruption ------------------------------------------------------------------
 async def test_health_fails_naming_the_backup_system_when_backups_cannot_be_written(client, server):
-    (server.service.storage.folder / "backups").write_text("a file where the folder should be")
+    (server.service.shared_limits.folder / "backups").write_text("a file where the folder should be")
     health = await body(client, "health_check")
     assert health["success"] is False
     assert health["checks"]["backup_system"]["status"] == "error"
     assert health["message"] == "Health check failed: backup_system"
 
 
+@sqlite_only  # the SQLite file itself
 async def test_health_fails_when_the_store_file_is_gone(client, server):
     await add(client)
     server.service.storage.path.unlink()
@@ -219,6 +223,7 @@ async def test_a_write_lock_held_past_the_timeout_is_an_error_and_writes_nothing
         assert (await add(client, "after the lock"))["entry_number"] == 1
 
 
+@sqlite_only  # the SQLite file itself
 async def test_a_damaged_store_is_a_storage_corruption_error_and_fails_the_integrity_check(settings, clock):
     first = build_server(settings, "shared", clock=clock)
     async with Client(first, raise_exceptions=True) as client:

@@ -7,15 +7,18 @@ caller sees; raw ``sqlite3`` is used only to look at (or prepare) the file from 
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from conftest import sqlite_only
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
@@ -23,6 +26,7 @@ from mnemo.errors import CorruptedData, Locked, MnemoError, NotFound, StorageErr
 from mnemo.model import Context, Status
 from mnemo.query import Filters
 from mnemo.service import MemoryService, TagEdit
+from mnemo.storage import sql
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
@@ -58,6 +62,17 @@ def _fts_is_consistent(path: Path) -> bool:
     with _raw(path) as db:
         db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
     return True
+
+
+# The tests that take ``service`` are the storage contract: they run on every backend.
+pytestmark = pytest.mark.every_backend
+
+
+def _ranked_matches(service: MemoryService) -> ModuleType:
+    """The backend module whose RANKED_MATCHES caps the matches of common words a search ranks."""
+    module = inspect.getmodule(type(service.storage.inner))  # type: ignore[attr-defined]
+    assert module is not None
+    return module
 
 
 @pytest.fixture
@@ -120,7 +135,7 @@ def test_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_index_alone(
         assert upgraded.keys_passing(keys, Filters(now=clock.now())) == {keys[0]: kept.id}
     finally:
         upgraded.close()
-    where, params = sqlite_backend._where(Filters(now=clock.now(), user_id="u1"))
+    where, params = sql.where(Filters(now=clock.now(), user_id="u1"))
     with _raw(folder / DB_FILENAME) as db:
         plan = db.execute(f"EXPLAIN QUERY PLAN SELECT m.rowid FROM memories m WHERE {where}", params).fetchall()
     assert "COVERING INDEX memories_user" in plan[0][-1]
@@ -204,29 +219,34 @@ def test_a_migration_that_fails_leaves_the_store_at_its_previous_version(
 # -- the text index follows the content --------------------------------------------------
 
 
-def test_an_updated_memory_is_found_by_its_new_words_and_no_longer_by_its_old_ones(service: MemoryService):
+def test_an_updated_memory_is_found_by_its_new_words_and_no_longer_by_its_old_ones(
+    service: MemoryService, backend: str
+):
     memory = service.store("The heron fishes in the marsh", auto_tag=False).memory
 
     service.update(memory.id, content="The otter swims in the river")
 
     assert [h.memory.id for h in service.recall("otter").hits] == [memory.id]
     assert service.recall("heron").hits == []
-    path = service.storage.path
+    if backend != "sqlite":
+        return
+    path = service.storage.path  # FTS5's own view
     assert _fts_rowids(path, "heron") == []
     assert len(_fts_rowids(path, "otter")) == 1
     assert _fts_is_consistent(path)
 
 
-def test_edited_tags_are_found_and_removed_tags_are_not(service: MemoryService):
+def test_edited_tags_are_found_and_removed_tags_are_not(service: MemoryService, backend: str):
     memory = service.store("Weekend plans on the water", tags=["kayak"], auto_tag=False).memory
 
     service.update(memory.id, tags=TagEdit(add=("canoe",), remove=("kayak",)))
 
     assert [h.memory.id for h in service.recall("canoe").hits] == [memory.id]
     assert service.recall("kayak").hits == []
-    assert _fts_is_consistent(service.storage.path)
+    assert backend != "sqlite" or _fts_is_consistent(service.storage.path)
 
 
+@sqlite_only  # reads FTS5's pages and the file's tables
 def test_a_hard_delete_leaves_its_words_nowhere_in_the_index_the_history_or_the_backups(
     service: MemoryService,
 ):
@@ -272,7 +292,7 @@ def test_a_hard_delete_leaves_its_words_nowhere_in_the_index_the_history_or_the_
 
 
 def test_every_change_writes_a_version_with_its_actor_reason_and_previous_content(
-    service: MemoryService, clock: ManualClock
+    service: MemoryService, clock: ManualClock, backend: str
 ):
     created = service.store("Emma lives in Lyon", actor="alice").memory
     clock.advance(minutes=1)
@@ -294,6 +314,8 @@ def test_every_change_writes_a_version_with_its_actor_reason_and_previous_conten
     assert history[2].previous is not None
     assert (history[2].previous.content, history[2].previous.version) == ("Emma lives in Porto", 2)
     assert history[2].previous.status is Status.ACTIVE
+    if backend != "sqlite":
+        return
     with _raw(service.storage.path) as db:
         rows = db.execute("SELECT COUNT(*) FROM versions WHERE memory_id = ?", (created.id,)).fetchone()
     assert rows == (3,)
@@ -408,9 +430,9 @@ def test_text_search_ranks_every_memory_with_a_rare_word_by_all_the_query_words(
 
     # "coffee" is in more memories than are ranked for common words: of those, only the newest
     # would be ranked, but every memory with "emma" is, with its score for both words.
-    monkeypatch.setattr(sqlite_backend, "RANKED_MATCHES", 4)
+    monkeypatch.setattr(_ranked_matches(service), "RANKED_MATCHES", 4)
     split = {h.memory_id: h.score for h in service.storage.search_text(["emma", "coffee"], filters, limit=2)}
-    monkeypatch.setattr(sqlite_backend, "RANKED_MATCHES", 1_000)
+    monkeypatch.setattr(_ranked_matches(service), "RANKED_MATCHES", 1_000)
     exact = {h.memory_id: h.score for h in service.storage.search_text(["emma", "coffee"], filters, limit=2)}
 
     assert list(split) == list(exact) == [both.id, rare_only.id]
@@ -420,7 +442,7 @@ def test_text_search_ranks_every_memory_with_a_rare_word_by_all_the_query_words(
 def test_text_search_ranks_only_the_newest_memories_with_words_that_most_memories_contain(
     service: MemoryService, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(sqlite_backend, "RANKED_MATCHES", 4)
+    monkeypatch.setattr(_ranked_matches(service), "RANKED_MATCHES", 4)
     best_but_oldest = service.store("coffee coffee coffee").memory
     newer = [service.store(f"coffee break number {i} in the kitchen").memory for i in range(6)]
 

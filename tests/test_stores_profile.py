@@ -18,7 +18,7 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
-from conftest import START
+from conftest import START, serve_env, sqlite_only
 from mcp_calls import structured as call
 from mnemo import registry
 from mnemo.clock import ManualClock
@@ -28,6 +28,8 @@ from mnemo.model import MAX_CONTENT_CHARS, MAX_TAGS, Status, to_iso
 from mnemo.paths import MAX_PATH_CHARS, MAX_PATH_DEPTH
 from mnemo.server import ProfileServer, build_server
 from mnemo.service import MemoryService
+
+pytestmark = pytest.mark.every_backend  # every profile on SQLite and PostgreSQL
 
 SEVEN_TOOLS = {
     "add_memory",
@@ -129,18 +131,18 @@ async def test_a_store_not_in_the_registry_is_refused_naming_the_registered_stor
     assert not (settings.home / "stores" / "nowhere").exists()
 
 
-async def test_the_store_named_is_the_one_registered_under_that_name(client: Client, settings: Settings):
+async def test_the_store_named_is_the_one_registered_under_that_name(client: Client, settings: Settings, backend: str):
     work = settings.home.parent / "elsewhere" / "work"
     registry.add(settings.registry_file, settings.home, "work", work)
     await add(client, "notes/one", "kept in the work store", store="work")
 
-    assert (work / "memory.db").is_file()
+    assert backend != "sqlite" or (work / "memory.db").is_file()
     assert (await call(client, "get_memory", store="work", path="notes/one"))["content"] == "kept in the work store"
     await refused(client, "get_memory", store="default", path="notes/one")
 
 
 async def test_a_registered_store_without_a_folder_is_created_on_first_write_and_not_by_reads(
-    client: Client, settings: Settings
+    client: Client, settings: Settings, backend: str
 ):
     folder = settings.home.parent / "later"
     registry.add(settings.registry_file, settings.home, "later", folder)
@@ -155,7 +157,7 @@ async def test_a_registered_store_without_a_folder_is_created_on_first_write_and
     assert not folder.exists()
 
     await add(client, "a/b", "first words", store="later")
-    assert (folder / "memory.db").is_file()
+    assert backend != "sqlite" or (folder / "memory.db").is_file()
     assert await paths_in(client, "a", store="later") == ["a/b"]
 
 
@@ -597,6 +599,7 @@ async def test_pruning_leaves_expired_memories_without_a_path_alone(
 
 
 # -- errors as the protocol sees them ------------------------------------------------------
+@sqlite_only  # a damaged file
 async def test_a_store_that_cannot_be_opened_fails_with_an_internal_error(client: Client, settings: Settings):
     folder = settings.home.parent / "broken"
     registry.add(settings.registry_file, settings.home, "broken", folder)
@@ -639,14 +642,15 @@ async def test_serve_store_of_another_profile_opens_the_registered_folder(client
 
 
 # -- over stdio ----------------------------------------------------------------------------
-async def test_mnemo_serve_stores_answers_over_stdio_and_fails_bad_calls_as_json_rpc_errors(tmp_path: Path):
+async def test_mnemo_serve_stores_answers_over_stdio_and_fails_bad_calls_as_json_rpc_errors(
+    tmp_path: Path, settings: Settings
+):
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "mnemo", "serve", "--profile", "stores"],
-        env={"MNEMO_HOME": str(tmp_path / "home"), "MNEMO_CONFIG_DIR": str(tmp_path / "config"),
-             "MNEMO_EMBEDDER": "none"},
+        env=serve_env(settings),
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     async with Client(params) as client:
         assert client.server_info.name == "mnemo-stores"
         assert {t.name for t in (await client.list_tools()).tools} == SEVEN_TOOLS

@@ -26,6 +26,8 @@ from mnemo.model import Status
 from mnemo.service import MemoryService, TagEdit
 from mnemo.storage import Job
 
+pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
+
 
 @pytest.fixture
 def pair(settings: Settings, clock: ManualClock) -> Iterator[tuple[MemoryService, MemoryService]]:

@@ -22,7 +22,8 @@ from mnemo.errors import InvalidInput, NotFound
 from mnemo.lifecycle.settings import LifecycleSettings, SynthesisEndpoint
 from mnemo.service import MemoryService
 from mnemo.space_limits import SharedLimits
-from mnemo.storage import sqlite_files
+from mnemo.storage import Storage, sqlite_files
+from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite import SQLiteStorage
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,30 @@ def make_embedder(settings: Settings) -> Embedder | None:
                 )
                 return None
             return LocalEmbedder(settings.model_dir, model=settings.model, variant=settings.model_variant)
+
+
+def open_storage(settings: Settings, folder: Path, name: str) -> Storage:
+    """The store's backend: its schema in the PostgreSQL database of MNEMO_DATABASE_URL, else SQLite in its folder."""
+    if settings.database_url:
+        from mnemo.storage.postgres import PostgresStorage
+
+        folder.mkdir(parents=True, exist_ok=True)  # its archive files and shared-space backups stay local
+        return PostgresStorage(settings.database_url, name, settings.database_pool_size, settings.busy_timeout_s)
+    return SQLiteStorage(folder, name, settings.busy_timeout_s)
+
+
+def open_storage_at(settings: Settings, location: str, name: str) -> SQLStore:
+    """A store by where it is: ``sqlite:PATH`` (a store's folder, or the memory.db in it) or a
+    ``postgresql://`` URL (the store ``name`` in that database). For ``mnemo migrate``."""
+    if location.startswith(("postgresql://", "postgres://")):
+        from mnemo.storage.postgres import PostgresStorage
+
+        return PostgresStorage(location, name, settings.database_pool_size, settings.busy_timeout_s)
+    if not location.startswith("sqlite:"):
+        raise InvalidInput(f"{location!r} is neither sqlite:PATH nor a postgresql:// URL", location=location)
+    path = Path(location.removeprefix("sqlite:")).expanduser()
+    folder = path.parent if path.name == sqlite_files.DB_FILENAME else path
+    return SQLiteStorage(folder.resolve(), name, settings.busy_timeout_s)
 
 
 def lifecycle_settings(folder: Path, settings: Settings) -> LifecycleSettings:
@@ -111,7 +136,9 @@ def open_location(
         raise NotFound(
             f"no folder {location!r} to sync with: make it first (an empty one starts a new store)", location=location
         )
-    return _service_at(settings, folder.resolve(), folder.resolve().name, actor, clock, embedder)
+    # A folder is a SQLite store, whatever database the named stores are in (a laptop's, to sync with).
+    local = settings.model_copy(update={"database_url": None})
+    return _service_at(local, folder.resolve(), folder.resolve().name, actor, clock, embedder)
 
 
 def _service_at(
@@ -122,7 +149,7 @@ def _service_at(
     clock: Clock | None,
     embedder: Embedder | Literal["from settings"] | None,
 ) -> MemoryService:
-    storage = SQLiteStorage(folder, name, settings.busy_timeout_s)
+    storage = open_storage(settings, folder, name)
     chosen = make_embedder(settings) if embedder == "from settings" else embedder
     return MemoryService(
         storage,

@@ -39,6 +39,14 @@ class Settings(BaseSettings):
     profile: Profile = Field("full", description="The tool surface `mnemo serve` offers.")
     log_level: str = Field("INFO", description="Level of the log file and of stderr.")
     busy_timeout_s: float = Field(30.0, gt=0, description="How long a write waits for another writer.")
+    database_url: str | None = Field(
+        None,
+        description="A PostgreSQL database (postgresql://user:password@host/db) holding the stores, each in a "
+        "schema mnemo_<store>; unset: SQLite files under MNEMO_HOME.",
+    )
+    database_pool_size: int = Field(
+        5, ge=1, le=1000, description="PostgreSQL: connections each server process keeps open at most."
+    )
     recency_half_life_days: float = Field(
         30.0, gt=0, description="Age at which a memory's recency score has fallen to 0.5."
     )

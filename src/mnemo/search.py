@@ -23,7 +23,7 @@ from mnemo.focus import possible_names, without_names
 from mnemo.lazy import numpy as np
 from mnemo.model import Status
 from mnemo.query import Filters
-from mnemo.storage import Storage
+from mnemo.storage import Storage, VectorSearch
 from mnemo.vector_index import VectorIndex
 from mnemo.when import stretch
 from mnemo.words import search_terms
@@ -131,9 +131,12 @@ class Searcher:
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
 
     @cached_property
-    def index(self) -> VectorIndex | None:
-        """The store's vectors in memory, made on first use (so numpy loads after a server's handshake)."""
-        return VectorIndex(self.embedder.dimension) if self.embedder is not None else None
+    def index(self) -> VectorSearch | None:
+        """The backend's own vector search if it has one, else the store's vectors in this process's
+        memory, made on first use (so numpy loads after a server's handshake)."""
+        if self.embedder is None:
+            return None
+        return self.storage.vector_search() or VectorIndex(self.embedder.dimension)
 
     def vectors_state(self) -> str | None:
         """None when vectors can be used, else why not (for warnings and health)."""

@@ -37,7 +37,7 @@ from mnemo.cli.common import (
 from mnemo.cli.keys import keys_group
 from mnemo.cli.lifecycle import archive_command, consolidate_command, jobs_command, restore_command, sync_command
 from mnemo.cli.stores import stores_group
-from mnemo.cli.transfer import export_command, import_command
+from mnemo.cli.transfer import export_command, import_command, migrate_command
 from mnemo.config import PROFILE_NAMES, Settings
 from mnemo.enrich import CategoryDetector
 from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, to_iso
@@ -435,6 +435,7 @@ cli.add_command(stores_group)
 cli.add_command(keys_group)
 cli.add_command(import_command)
 cli.add_command(export_command)
+cli.add_command(migrate_command)
 cli.add_command(restore_command)
 cli.add_command(archive_command)
 cli.add_command(consolidate_command)

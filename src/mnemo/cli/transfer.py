@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mnemo.cli.common import _dump, _service, json_option, store_option
+from mnemo.cli.common import _dump, _service, _store_name, json_option, store_option
 from mnemo.transfer import formats
 
 
@@ -85,3 +85,40 @@ def export_command(output: Path | None, store: str | None) -> None:
                 count += 1
         partial.replace(output)  # a whole file or none
     click.echo(f"exported {count} memories to {output}", err=True)
+
+
+@click.command(name="migrate")
+@click.option("--from", "source", required=True, metavar="LOCATION", help="sqlite:PATH or a postgresql:// URL.")
+@click.option("--to", "target", required=True, metavar="LOCATION", help="sqlite:PATH or a postgresql:// URL.")
+@store_option
+def migrate_command(source: str, target: str, store: str | None) -> None:
+    """Copy a whole store from one backend to another, with a progress bar: SQLite to PostgreSQL or back.
+
+    LOCATION is sqlite:PATH (a store's folder, or its memory.db) or a postgresql:// URL, where the
+    store is the one named by --store (default: MNEMO_STORE or default). Everything is copied as it
+    is: every memory whatever its status, with its id, times, history, links and backups, its
+    vector, the store's settings and entry counter, and its recorded jobs. The target must hold no
+    memory yet; the source is only read.
+    """
+    from rich.progress import Progress
+
+    from mnemo.app import open_storage_at
+    from mnemo.config import Settings
+    from mnemo.storage.copy import copy_store
+
+    settings = Settings()
+    name = _store_name(store) or settings.store
+    origin = open_storage_at(settings, source, name)
+    try:
+        destination = open_storage_at(settings, target, name)
+        try:
+            with Progress(transient=True) as bar:
+                task = bar.add_task(f"copying store {name}", total=None)
+                copied = copy_store(
+                    origin, destination, lambda done, total: bar.update(task, completed=done, total=total)
+                )
+        finally:
+            destination.close()
+    finally:
+        origin.close()
+    click.echo(f"copied store {name}: {copied} memories, with their history, links, backups and vectors")

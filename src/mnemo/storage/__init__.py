@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
+from mnemo.embed import Vectors
 from mnemo.model import Backup, Change, Memory
 from mnemo.query import Filters, Position, RankFields, Sort, TextHit
 
@@ -94,6 +95,18 @@ class Job:
     error: str | None = None
 
 
+class VectorSearch(Protocol):
+    """Cosine search over a store's vectors, by storage key. ``mnemo.vector_index.VectorIndex`` is one
+    (in memory, fed by ``vectors_after``); a backend that searches vectors itself offers its own."""
+
+    def refresh(self, storage: Storage) -> None: ...  # take in what other writers stored
+    def discard(self, keys: Sequence[int]) -> None: ...  # these keys' vectors were dropped
+    # the k keys nearest the query, best first; ``among``: only these keys, their true top k
+    def search(self, query: Vectors, k: int, among: Sequence[int] | None = None) -> list[tuple[int, float]]: ...
+    def similarity(self, query: Vectors, keys: Sequence[int]) -> dict[int, float]: ...
+    def vectors(self, keys: Sequence[int]) -> dict[int, Vectors]: ...  # the vectors of these keys that have one
+
+
 class Storage(Protocol):
     name: str
 
@@ -149,6 +162,7 @@ class Storage(Protocol):
     def subjects_among(self, keys: Sequence[str]) -> set[str]: ...
     def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]: ...
     def vector_bytes(self, filters: Filters | None = None) -> int: ...
+    def vector_search(self) -> VectorSearch | None: ...  # None: the engine keeps an index in memory
 
     # -- archive tiers and store settings ------------------------------------------------
     def read_setting(self, key: str) -> str | None: ...

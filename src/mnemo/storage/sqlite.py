@@ -13,43 +13,32 @@ import json
 import sqlite3
 import threading
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from mnemo.bounds import stored_time
-from mnemo.errors import Conflict, CorruptedData, Duplicate, Locked, MnemoError, StorageError
+from mnemo.errors import CorruptedData, Locked, MnemoError, StorageError
 from mnemo.model import (
-    CATEGORY_ALIASES,
-    IMPORTANCE_HIGH_MIN,
-    IMPORTANCE_MEDIUM_MIN,
-    READABLE_BY_ALL,
-    AccessLevel,
-    Backup,
-    Category,
     Change,
-    Context,
     Memory,
-    Status,
     to_iso,
 )
-from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit, fold_case
+from mnemo.query import Filters, RankFields, TextHit, fold_case
 from mnemo.storage import (
     EventPattern,
     Granularity,
-    GroupKey,
-    IdempotentCall,
-    Job,
     StoredVector,
     StoreFile,
     Totals,
+    sql,
     sqlite_files,
     sqlite_jobs,
     sqlite_requests,
 )
+from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite_files import DB_FILENAME
 from mnemo.storage.sqlite_schema import ENTRY_COUNTER, MIGRATIONS
 
@@ -59,202 +48,12 @@ _RANKED = "SELECT rowid, -bm25(memories_fts) AS score FROM memories_fts WHERE me
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
-_COLUMNS = (
-    "id, path, content, content_length, signature, word_signature, type, category, subject, subject_key,"
-    " tags, auto_tags, importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id,"
-    " session_id,"
-    " access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details,"
-    " forgotten_at, recoverable_until, created_at, updated_at, accessed_at, access_count, version,"
-    " content_packed, archive_id, archived_at, archive_file"
-)
-_COLUMN_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
-_SELECT = f"SELECT m.rowid, {', '.join('m.' + c for c in _COLUMN_NAMES)} FROM memories m"
-
-_SORT_COLUMNS = {
-    SortField.CREATED_AT: "created_at",
-    SortField.UPDATED_AT: "updated_at",
-    SortField.ACCESSED_AT: "accessed_at",
-    SortField.IMPORTANCE: "importance",
-    SortField.ACCESS_COUNT: "access_count",
-    SortField.CONTENT_LENGTH: "content_length",
-}
-# model.canonical_category in SQL: the spec 004 category a stored label is filed under.
-_CANONICAL_CATEGORY = "CASE WHEN m.category IN ({}) THEN m.category {} ELSE 'custom' END".format(
-    ", ".join(f"'{c.value}'" for c in Category),
-    " ".join(f"WHEN m.category = '{label}' THEN '{c.value}'" for label, c in CATEGORY_ALIASES.items()),
-)
-# How to group, and what to call each group: one subject is one key, shown as it was first spelt.
-_GROUP_EXPR = {
-    GroupKey.STATUS: ("m.status", "m.status"),
-    GroupKey.CATEGORY: (_CANONICAL_CATEGORY, _CANONICAL_CATEGORY),
-    GroupKey.TYPE: ("m.type", "m.type"),
-    GroupKey.IMPORTANCE_BAND: (
-        f"CASE WHEN m.importance >= {IMPORTANCE_HIGH_MIN} THEN 'high'"
-        f" WHEN m.importance >= {IMPORTANCE_MEDIUM_MIN} THEN 'medium' ELSE 'low' END",
-    )
-    * 2,
-    GroupKey.SUBJECT: ("m.subject_key", "MIN(m.subject)"),
-    GroupKey.AGENT: ("m.agent_name", "m.agent_name"),
-}
 _BUCKET_EXPR = {
     Granularity.HOUR: "strftime('%Y-%m-%dT%H:00:00Z', m.created_at)",
     Granularity.DAY: "date(m.created_at)",
     Granularity.WEEK: "date(m.created_at, 'weekday 0', '-6 days')",
     Granularity.MONTH: "strftime('%Y-%m-01', m.created_at)",
 }
-
-
-def _iso(when: datetime | None) -> str | None:
-    return None if when is None else to_iso(when)
-
-
-def _dt(text: str | None) -> datetime | None:
-    return None if text is None else stored_time(text)
-
-
-def _json_value(text: str) -> Any:
-    """Stored JSON; NaN or Infinity an older version let in read as null, which JSON can carry."""
-    return json.loads(text, parse_constant=lambda _name: None)
-
-
-def _row_values(m: Memory) -> tuple[Any, ...]:
-    """The row of a memory. A glacier memory's content is kept compressed, a deep-archived one's not
-    at all (it is in its archive file); their length and signatures stay those of the content."""
-    content, packed = m.content, None
-    if m.archive_tier == "glacier":
-        content, packed = "", zlib.compress(m.content.encode("utf-8", "surrogatepass"), 9)
-    elif m.archive_tier == "deep_archive":
-        content = ""
-    return (
-        m.id, m.path, content, m.content_length, m.signature, m.word_signature, m.type, m.category,
-        m.subject, m.subject_key, json.dumps(list(m.tags)), json.dumps(list(m.auto_tags)), m.importance,
-        m.confidence, m.agent_name, m.entry_number, json.dumps(m.metadata), m.context.user_id,
-        m.context.conversation_id, m.context.session_id,
-        m.access_level.value, m.owner, _iso(m.expires_at), m.status.value, m.archive_tier,
-        m.forget_reason, m.forget_details, _iso(m.forgotten_at), _iso(m.recoverable_until),
-        to_iso(m.created_at), to_iso(m.updated_at), to_iso(m.accessed_at), m.access_count, m.version,
-        packed, m.archive_id, _iso(m.archived_at), m.archive_file,
-    )  # fmt: skip
-
-
-def _memory(row: sqlite3.Row | tuple[Any, ...], store: str, offset: int = 1) -> Memory:
-    """Build a Memory from a row laid out as ``_SELECT`` (rowid first, skipped by ``offset``)."""
-    (id_, path, content, _length, _signature, _word_signature, type_, category, subject, _subject_key, tags,
-     auto_tags, importance, confidence, agent_name, entry_number, metadata, user_id, conversation_id, session_id,
-     access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details, forgotten_at,
-     recoverable_until, created_at, updated_at, accessed_at, access_count, version, content_packed, archive_id,
-     archived_at, archive_file) = tuple(row)[offset:]  # fmt: skip
-    if content_packed is not None:
-        content = zlib.decompress(content_packed).decode("utf-8", "surrogatepass")
-    return Memory(
-        id=id_, store=store, path=path, content=content, type=type_, category=category, subject=subject,
-        tags=tuple(json.loads(tags)), auto_tags=tuple(json.loads(auto_tags)), importance=importance,
-        confidence=confidence, agent_name=agent_name, entry_number=entry_number, metadata=_json_value(metadata),
-        context=Context(user_id, conversation_id, session_id), access_level=AccessLevel(access_level),
-        owner=owner, expires_at=_dt(expires_at), status=Status(status), archive_tier=archive_tier,
-        forget_reason=forget_reason, forget_details=forget_details, forgotten_at=_dt(forgotten_at),
-        recoverable_until=_dt(recoverable_until), created_at=stored_time(created_at),
-        updated_at=stored_time(updated_at), accessed_at=stored_time(accessed_at),
-        access_count=access_count, version=version, archive_id=archive_id, archived_at=_dt(archived_at),
-        archive_file=archive_file,
-    )  # fmt: skip
-
-
-def _snapshot(memory: Memory) -> str:
-    """A memory's state as JSON, its content in the clear whatever its tier."""
-    values = dict(zip(_COLUMN_NAMES, _row_values(memory.evolve(archive_tier=None)), strict=True))
-    return json.dumps(values | {"archive_tier": memory.archive_tier})
-
-
-def _from_snapshot(text: str, store: str) -> Memory:
-    values = _json_value(text)  # a snapshot from before a column existed has no value for it
-    return _memory(tuple(values.get(column) for column in _COLUMN_NAMES), store, offset=0)
-
-
-def _where(f: Filters) -> tuple[str, list[Any]]:
-    """The SQL condition (over alias ``m``) for a Filters value, and its parameters."""
-    clauses: list[str] = []
-    params: list[Any] = []
-
-    def among(column: str, values: Sequence[Any]) -> None:
-        clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
-        params.extend(values)
-
-    if f.statuses is not None:
-        among("m.status", [s.value for s in f.statuses])
-    if f.ids is not None:
-        among("m.id", f.ids)
-    if f.categories is not None:
-        among(_CANONICAL_CATEGORY, f.categories)
-    if f.labels is not None:
-        among("m.category", f.labels)
-    if f.agent_names is not None:
-        among("m.agent_name", f.agent_names)
-    if f.has_agent is not None:
-        clauses.append(f"m.agent_name IS {'NOT ' if f.has_agent else ''}NULL")
-    if f.types is not None:
-        among("m.type", f.types)
-    if f.access_levels is not None:
-        among("m.access_level", f.access_levels)
-    if f.visible_to is not None:
-        clauses.append(f"(m.owner = ? OR m.access_level IN ({', '.join(repr(level) for level in READABLE_BY_ALL)}))")
-        params.append(f.visible_to)
-    for column, value in (
-        ("m.user_id", f.user_id),
-        ("m.conversation_id", f.conversation_id),
-        ("m.subject_key", f.subject_key),
-    ):
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if f.created_from is not None:
-        clauses.append("m.created_at >= ?")
-        params.append(to_iso(f.created_from))
-    if f.created_to is not None:
-        clauses.append("m.created_at <= ?")
-        params.append(to_iso(f.created_to))
-    if f.importance_min is not None:
-        clauses.append("m.importance >= ?")
-        params.append(f.importance_min)
-    if f.importance_max is not None:
-        clauses.append("m.importance <= ?")
-        params.append(f.importance_max)
-    if f.importance_below is not None:
-        clauses.append("m.importance < ?")
-        params.append(f.importance_below)
-    if f.accessed_before is not None:
-        clauses.append("m.accessed_at < ?")
-        params.append(to_iso(f.accessed_before))
-    if f.archive_ids is not None:
-        among("m.archive_id", f.archive_ids)
-    if f.importance_bands is not None:
-        among(_GROUP_EXPR[GroupKey.IMPORTANCE_BAND][0], f.importance_bands)
-    if f.contains is not None:
-        # instr, not LIKE: the text is literal (no wildcards), and LIKE folds ASCII case only.
-        fold = "" if f.contains.case_sensitive else "mnemo_fold"
-        needle = f.contains.text if f.contains.case_sensitive else fold_case(f.contains.text)
-        clauses.append(
-            f"(instr({fold}(m.content), ?) > 0 OR instr({fold}(COALESCE(m.agent_name, '')), ?) > 0"
-            f" OR m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE instr({fold}(tag), ?) > 0))"
-        )
-        params.extend([needle] * 3)
-    if f.tags_any:
-        marks = ", ".join("?" * len(f.tags_any))
-        clauses.append(f"m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag IN ({marks}))")
-        params.extend(f.tags_any)
-    for tag in f.tags_all or ():
-        clauses.append("m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag = ?)")
-        params.append(tag)
-    if f.updated_after is not None:
-        clauses.append("m.updated_at > ?")
-        params.append(to_iso(f.updated_after))
-    if f.expired_before is not None:
-        clauses.append("(m.expires_at IS NOT NULL AND m.expires_at <= ?)")
-        params.append(to_iso(f.expired_before))
-    if not f.include_expired:
-        clauses.append("(m.expires_at IS NULL OR m.expires_at > ?)")
-        params.append(to_iso(f.now))
-    return (" AND ".join(clauses) or "1"), params
 
 
 def _passing(db: sqlite3.Connection, keys: Sequence[int], where: str, params: list[Any]) -> list[tuple[int, str]]:
@@ -284,13 +83,7 @@ def _ranked_matches(db: sqlite3.Connection, terms: Sequence[str], cap: int) -> t
     are ranked. When no term is common, as in any store of up to ``cap`` memories, that is every
     match, scored exactly as one OR query of the terms scores it.
     """
-    counts = {term: _count_up_to(db, _any_of([term]), cap + 1) for term in terms}
-    rare: list[str] = []
-    for term in sorted(terms, key=counts.__getitem__):
-        if sum(counts[t] for t in rare) + counts[term] > cap:
-            break
-        rare.append(term)
-    common = [term for term in terms if term not in rare]
+    rare, common = sql.rare_and_common({term: _count_up_to(db, _any_of([term]), cap + 1) for term in terms}, cap)
     if not common:
         return _RANKED, [_any_of(terms)]
     newest = f"SELECT * FROM ({_RANKED} ORDER BY rowid DESC LIMIT ?)"
@@ -311,8 +104,14 @@ def _count_up_to(db: sqlite3.Connection, expression: str, most: int) -> int:
     return int(count)
 
 
-class SQLiteStorage:
+class SQLiteStorage(SQLStore):
     """A store kept in ``<folder>/memory.db``."""
+
+    _dialect = sql.SQLITE
+    _unique_violation = sqlite3.IntegrityError
+    _bucket_expr = _BUCKET_EXPR
+    _jobs: ClassVar[Any] = sqlite_jobs
+    _requests: ClassVar[Any] = sqlite_requests
 
     def __init__(self, folder: Path, name: str = "default", busy_timeout_s: float = 30.0) -> None:
         self.name = name
@@ -470,83 +269,28 @@ class SQLiteStorage:
             self._connections.clear()
         self._local = threading.local()
 
-    # -- single memories ---------------------------------------------------------------
-    def insert(
-        self,
-        memory: Memory,
-        change: Change,
-        link_to: Sequence[str] = (),
-        unique_content: bool = False,
-        numbered: bool = False,
-    ) -> Memory:
-        """Add a memory; returns it as stored.
+    # -- single memories (the rest in SQLStore) ---------------------------------------------
+    def _same_content(self, db: sqlite3.Connection, memory: Memory, at: datetime) -> str | None:
+        # Checked inside the write transaction (BEGIN IMMEDIATE), so two processes cannot both store it.
+        # The index is named: without statistics SQLite may pick another one that matches more of
+        # the conditions (subject and status) and scan a whole store of unnamed subjects.
+        row = db.execute(
+            "SELECT id FROM memories INDEXED BY memories_signature"
+            " WHERE signature = ? AND user_id IS ? AND subject_key IS ?"
+            " AND status IN ('active', 'archived') AND (expires_at IS NULL OR expires_at > ?)"
+            " ORDER BY created_at LIMIT 1",
+            (memory.signature, memory.context.user_id, memory.subject_key, to_iso(at)),
+        ).fetchone()
+        return None if row is None else str(row[0])
 
-        ``numbered`` gives it the store's next entry number (spec 003), counted in the settings
-        table inside this write transaction: unique across processes, never reused after deletes.
-        """
-        with self._write() as db:
-            if unique_content:
-                # Checked inside the write transaction, so two processes cannot both store it. The
-                # index is named: without statistics SQLite may pick another one that matches more
-                # of the conditions (subject and status) and scan a whole store of unnamed subjects.
-                row = db.execute(
-                    "SELECT id FROM memories INDEXED BY memories_signature"
-                    " WHERE signature = ? AND user_id IS ? AND subject_key IS ?"
-                    " AND status IN ('active', 'archived') AND (expires_at IS NULL OR expires_at > ?)"
-                    " ORDER BY created_at LIMIT 1",
-                    (memory.signature, memory.context.user_id, memory.subject_key, to_iso(change.at)),
-                ).fetchone()
-                if row is not None:
-                    raise Duplicate(f"the same content is already stored as memory {row[0]}", existing_id=row[0])
-            if numbered:
-                (number,) = db.execute(
-                    "INSERT INTO settings VALUES (?, '1') ON CONFLICT(key) DO UPDATE"
-                    " SET value = CAST(value AS INTEGER) + 1 RETURNING CAST(value AS INTEGER)",
-                    (ENTRY_COUNTER,),
-                ).fetchone()
-                memory = memory.evolve(entry_number=number)
-            try:
-                cursor = db.execute(
-                    f"INSERT INTO memories ({_COLUMNS}) VALUES ({', '.join('?' * len(_COLUMN_NAMES))})",
-                    _row_values(memory),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise Conflict(f"memory {memory.id} or its path already exists", memory_id=memory.id) from exc
-            self._write_tags(db, cursor.lastrowid, memory.all_tags)
-            db.executemany(
-                "INSERT OR IGNORE INTO links VALUES (?, ?, ?)",
-                [(memory.id, target, to_iso(change.at)) for target in link_to],
-            )
-            self._write_change(db, change, memory)
-        return memory
-
-    @staticmethod
-    def _write_tags(db: sqlite3.Connection, rowid: int | None, tags: Sequence[str]) -> None:
-        db.execute("DELETE FROM memory_tags WHERE memory_rowid = ?", (rowid,))
-        db.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, rowid) for t in tags])
-
-    @staticmethod
-    def _write_change(db: sqlite3.Connection, change: Change, memory: Memory) -> None:
-        db.execute(
-            "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                change.id, change.memory_id, change.version, change.action, change.actor, change.reason,
-                to_iso(change.at), memory.context.user_id, memory.context.conversation_id,
-                memory.category, None if change.previous is None else _snapshot(change.previous),
-            ),
-        )  # fmt: skip
-
-    def get(self, memory_id: str) -> Memory | None:
-        found = self.get_many([memory_id])
-        return found[0] if found else None
-
-    def subject_spelling(self, key: str) -> str | None:
-        """How the subject with this key was first written, so one subject keeps one name."""
-        with self._read() as db:
-            row = db.execute(
-                "SELECT subject FROM memories WHERE subject_key = ? ORDER BY created_at, rowid LIMIT 1", (key,)
-            ).fetchone()
-        return None if row is None else row[0]
+    def _next_entry_number(self, db: sqlite3.Connection) -> int:
+        """Counted in the settings table: unique across processes, never reused after deletes."""
+        (number,) = db.execute(
+            "INSERT INTO settings VALUES (?, '1') ON CONFLICT(key) DO UPDATE"
+            " SET value = CAST(value AS INTEGER) + 1 RETURNING CAST(value AS INTEGER)",
+            (ENTRY_COUNTER,),
+        ).fetchone()
+        return int(number)
 
     def rank_fields(self, keys: Sequence[int]) -> dict[int, RankFields]:
         if not keys:
@@ -561,40 +305,6 @@ class SQLiteStorage:
             key: RankFields(stored_time(updated), importance, count, stored_time(created), user, subject)
             for key, updated, importance, count, created, user, subject in rows
         }
-
-    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
-        if not memory_ids:
-            return []
-        with self._read() as db:
-            rows = db.execute(
-                f"{_SELECT} WHERE m.id IN ({', '.join('?' * len(memory_ids))})", list(memory_ids)
-            ).fetchall()
-        by_id = {m.id: m for m in (_memory(row, self.name) for row in rows)}
-        return [by_id[i] for i in memory_ids if i in by_id]
-
-    def save(self, changes: Sequence[tuple[Memory, Change]], backups: Sequence[Backup] = ()) -> None:
-        assignments = ", ".join(f"{c} = ?" for c in _COLUMN_NAMES[1:])
-        with self._write() as db:
-            for memory, change in changes:
-                try:
-                    cursor = db.execute(
-                        f"UPDATE memories SET {assignments} WHERE id = ? AND version = ? RETURNING rowid",
-                        (*_row_values(memory)[1:], memory.id, memory.version - 1),
-                    )
-                except sqlite3.IntegrityError as exc:  # the only unique column a save can change is path
-                    raise Conflict(f"path {memory.path!r} is already taken", path=memory.path) from exc
-                row = cursor.fetchone()
-                if row is None:
-                    raise Conflict(
-                        f"memory {memory.id} changed since it was read (expected version {memory.version - 1})",
-                        memory_id=memory.id,
-                    )
-                self._write_tags(db, row[0], memory.all_tags)
-                self._write_change(db, change, memory)
-            db.executemany(
-                "INSERT INTO backups VALUES (?, ?, ?, ?, ?)",
-                [(b.id, b.memory.id, to_iso(b.created_at), to_iso(b.keep_until), _snapshot(b.memory)) for b in backups],
-            )
 
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
         """Remove memories for good: rows, index entries, links, backups and old content."""
@@ -612,87 +322,14 @@ class SQLiteStorage:
             # FTS5 deletes only add tombstones; the old segments keep the words until merged.
             db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
             for change in changes:
-                db.execute(
-                    "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, NULL)",
-                    (change.id, change.memory_id, change.version, change.action, change.actor,
-                     change.reason, to_iso(change.at)),
-                )  # fmt: skip
+                self._write_change(db, change, None)
         # The write-ahead log still holds the deleted pages until a checkpoint copies it back and
         # truncates it. Best effort: a reader in another process may hold the log, and then the
         # next automatic checkpoint overwrites it.
         with self._translated():
             self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def purge_due(self, now: datetime) -> int:
-        """Hard-delete soft-deleted memories whose retention has ended; drop lapsed backups."""
-        stamp = to_iso(now)
-        with self._write() as db:
-            due = [
-                mid
-                for (mid,) in db.execute(
-                    "SELECT id FROM memories WHERE status = 'forgotten' AND recoverable_until <= ?", (stamp,)
-                )
-            ]
-            db.execute("DELETE FROM backups WHERE keep_until <= ?", (stamp,))
-        if due:
-            self.purge(due, [])
-        return len(due)
-
-    def add_links(self, source_id: str, target_ids: Sequence[str], at: datetime) -> None:
-        with self._write() as db:
-            db.executemany(
-                "INSERT OR IGNORE INTO links (source_id, target_id, created_at) VALUES (?, ?, ?)",
-                [(source_id, target, to_iso(at)) for target in target_ids],
-            )
-
-    def linked_ids(self, memory_id: str) -> list[str]:
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT target_id FROM links WHERE source_id = ? UNION SELECT source_id FROM links WHERE target_id = ?",
-                (memory_id, memory_id),
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    def link_counts(self, memory_ids: Sequence[str]) -> dict[str, int]:
-        if not memory_ids:
-            return {}
-        marks = ", ".join("?" * len(memory_ids))
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT id, COUNT(*) FROM (SELECT source_id AS id FROM links WHERE source_id IN ({marks})"
-                f" UNION ALL SELECT target_id FROM links WHERE target_id IN ({marks})) GROUP BY id",
-                list(memory_ids) * 2,
-            ).fetchall()
-        return dict(rows)
-
-    def history(self, memory_id: str) -> list[Change]:
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT id, memory_id, version, action, actor, changed_at, reason, previous FROM versions"
-                " WHERE memory_id = ? ORDER BY version, changed_at",
-                (memory_id,),
-            ).fetchall()
-        return [
-            Change(id=r[0], memory_id=r[1], version=r[2], action=r[3], actor=r[4], at=stored_time(r[5]),
-                   reason=r[6], previous=None if r[7] is None else _from_snapshot(r[7], self.name))
-            for r in rows
-        ]  # fmt: skip
-
-    def backup(self, backup_id: str) -> Backup | None:
-        with self._read() as db:
-            row = db.execute(
-                "SELECT id, created_at, keep_until, snapshot FROM backups WHERE id = ?", (backup_id,)
-            ).fetchone()
-        if row is None:
-            return None
-        return Backup(row[0], _from_snapshot(row[3], self.name), stored_time(row[1]), stored_time(row[2]))
-
     # -- paths (spec 002) ------------------------------------------------------------------
-    def get_by_path(self, path: str) -> Memory | None:
-        with self._read() as db:
-            row = db.execute(f"{_SELECT} WHERE m.path = ?", (path,)).fetchone()
-        return None if row is None else _memory(row, self.name)
-
     def path_level(self, prefix: str, filters: Filters) -> tuple[list[Memory], dict[str, int]]:
         """The memories whose path is ``prefix`` + one segment, by path; and each next segment
         that has memories further down, with how many.
@@ -700,13 +337,13 @@ class SQLiteStorage:
         The unique index on path serves the range ``prefix <= path < prefix-with-'/'-bumped``
         (the paths that start with the prefix); the root ("") is every path.
         """
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         start = len(prefix) + 1
         in_range = "m.path >= ?" + (" AND m.path < ?" if prefix else "")
         bounds = [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)] if prefix else [prefix]
         with self._read() as db:
             rows = db.execute(
-                f"{_SELECT} WHERE {in_range} AND instr(substr(m.path, ?), '/') = 0 AND {where} ORDER BY m.path",
+                f"{sql.SELECT} WHERE {in_range} AND instr(substr(m.path, ?), '/') = 0 AND {where} ORDER BY m.path",
                 [*bounds, start, *params],
             ).fetchall()
             groups = db.execute(
@@ -715,17 +352,7 @@ class SQLiteStorage:
                 " WHERE instr(rest, '/') > 0 GROUP BY segment ORDER BY segment",
                 [start, *bounds, *params],
             ).fetchall()
-        return [_memory(row, self.name) for row in rows], dict(groups)
-
-    def expired_with_path(self, now: datetime) -> list[Memory]:
-        """Memories with a path, not forgotten, whose expiry has passed."""
-        with self._read() as db:
-            rows = db.execute(
-                f"{_SELECT} WHERE m.status IN ('active', 'archived', 'outdated') AND m.expires_at <= ?"
-                " AND m.path IS NOT NULL ORDER BY m.path",
-                (to_iso(now),),
-            ).fetchall()
-        return [_memory(row, self.name) for row in rows]
+        return [sql.memory(row, self.name) for row in rows], dict(groups)
 
     # -- finding -----------------------------------------------------------------------
     def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
@@ -738,7 +365,7 @@ class SQLiteStorage:
         """
         if not terms:
             return []
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         window = TOP_FIRST_FACTOR * limit
         with self._read() as db:
             ranked, ranked_params = _ranked_matches(db, terms, max(RANKED_MATCHES, window))
@@ -774,108 +401,10 @@ class SQLiteStorage:
         ranked_hits = sorted(((scores[key], key, memory_id) for key, memory_id in passing), reverse=True)
         return [TextHit(memory_id, key, score) for score, key, memory_id in ranked_hits[:limit]]
 
-    def select(
-        self, filters: Filters, sort: Sort, limit: int | None, offset: int = 0, after: Position | None = None
-    ) -> list[tuple[Memory, Position]]:
-        column = _SORT_COLUMNS[sort.field]
-        direction = "DESC" if sort.descending else "ASC"
-        where, params = _where(filters)
-        if after is not None:
-            where += f" AND (m.{column}, m.rowid) {'<' if sort.descending else '>'} (?, ?)"
-            params += [after.value, after.key]
-        with self._read() as db:
-            rows = db.execute(
-                f"{_SELECT} WHERE {where} ORDER BY m.{column} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
-                [*params, -1 if limit is None else limit, offset],
-            ).fetchall()
-        column_index = 1 + _COLUMN_NAMES.index(column)
-        return [(_memory(row, self.name), Position(row[column_index], row[0])) for row in rows]
-
-    def count(self, filters: Filters) -> int:
-        where, params = _where(filters)
-        with self._read() as db:
-            (count,) = db.execute(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()
-        return count
-
-    def record_recall(self, memory_ids: Sequence[str], at: datetime) -> None:
-        stamp = to_iso(at)
-        with self._write() as db:
-            db.executemany(
-                "UPDATE memories SET access_count = access_count + 1, accessed_at = ? WHERE id = ?",
-                [(stamp, memory_id) for memory_id in memory_ids],
-            )
-            db.execute("INSERT INTO events (kind, at, count) VALUES ('recall', ?, ?)", (stamp, len(memory_ids)))
-
-    def max_access_count(self) -> int:
-        with self._read() as db:
-            (top,) = db.execute(
-                "SELECT COALESCE(MAX(access_count), 0) FROM memories WHERE status = 'active'"
-            ).fetchone()
-        return top
-
     # -- vectors -----------------------------------------------------------------------
-    def vector_model(self) -> str | None:
-        with self._read() as db:
-            row = db.execute("SELECT value FROM settings WHERE key = 'vector_model'").fetchone()
-        return None if row is None else row[0]
-
-    def drop_vectors(self, memory_ids: Sequence[str]) -> None:
-        marks = ", ".join("?" * len(memory_ids))
-        with self._write() as db:
-            db.execute(
-                f"DELETE FROM vectors WHERE memory_rowid IN (SELECT rowid FROM memories WHERE id IN ({marks}))",
-                list(memory_ids),
-            )
-
-    def read_setting(self, key: str) -> str | None:
-        with self._read() as db:
-            row = db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def write_setting(self, key: str, value: str) -> None:
-        with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
-
-    # -- jobs --------------------------------------------------------------------------------
-    def put_job(self, job: Job) -> None:
-        with self._write() as db:
-            sqlite_jobs.put(db, job)
-
-    def get_job(self, job_id: str) -> Job | None:
-        with self._read() as db:
-            return sqlite_jobs.get(db, job_id)
-
-    def recent_jobs(self, limit: int) -> list[Job]:
-        with self._read() as db:
-            return sqlite_jobs.recent(db, limit)
-
-    def running_jobs(self) -> list[Job]:
-        with self._read() as db:
-            return sqlite_jobs.running(db)
-
-    # -- request ledgers -------------------------------------------------------------------
-    def count_request(self, principal: str, bucket: str, window: int) -> int:
-        with self._write() as db:
-            return sqlite_requests.count_request(db, principal, bucket, window)
-
-    def begin_idempotent(
-        self, principal: str, key: str, request_sha256: str, at: datetime, forget_before: datetime
-    ) -> IdempotentCall | None:
-        with self._write() as db:
-            return sqlite_requests.begin_idempotent(db, principal, key, request_sha256, at, forget_before)
-
-    def end_idempotent(self, principal: str, key: str, answer: str | None) -> None:
-        with self._write() as db:
-            sqlite_requests.end_idempotent(db, principal, key, answer)
-
     def packed_bytes(self) -> int:
         with self._read() as db:
             return int(db.execute("SELECT COALESCE(SUM(length(content_packed)), 0) FROM memories").fetchone()[0])
-
-    def archive_files_in_use(self) -> set[str]:
-        with self._read() as db:
-            rows = db.execute("SELECT DISTINCT archive_file FROM memories WHERE archive_file IS NOT NULL")
-            return {row[0] for row in rows}
 
     def reset_vectors(self, model: str) -> None:
         """Forget every vector and record which model the next ones come from."""
@@ -905,34 +434,10 @@ class SQLiteStorage:
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM vectors").fetchone()
         return seq
 
-    def unembedded(self, limit: int) -> list[Memory]:
-        """Active and archived memories that have no vector yet (stored while embedding failed)."""
-        with self._read() as db:
-            rows = db.execute(
-                f"{_SELECT} WHERE m.status IN ('active', 'archived')"
-                " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_rowid = m.rowid) LIMIT ?",
-                (limit,),
-            ).fetchall()
-        return [_memory(row, self.name) for row in rows]
-
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         with self._read() as db:
             return dict(_passing(db, keys, where, params))
-
-    def keys_matching(self, filters: Filters) -> list[int]:
-        where, params = _where(filters)
-        with self._read() as db:
-            return [key for (key,) in db.execute(f"SELECT m.rowid FROM memories m WHERE {where}", params)]
-
-    def subjects_among(self, keys: Sequence[str]) -> set[str]:
-        """Which of these subject keys some memory of the store has (an index lookup each)."""
-        if not keys:
-            return set()
-        marks = ",".join("?" * len(keys))
-        with self._read() as db:
-            rows = db.execute(f"SELECT DISTINCT subject_key FROM memories WHERE subject_key IN ({marks})", list(keys))
-            return {key for (key,) in rows}
 
     def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]:
         """Which of these memories are about the subject, or name it in their content or tags."""
@@ -947,9 +452,13 @@ class SQLiteStorage:
             )
             return {key for (key,) in rows}
 
+    def vector_search(self) -> None:
+        """None: the engine searches an in-memory index that tails the vectors table by ``seq``."""
+        return None
+
     def vector_bytes(self, filters: Filters | None = None) -> int:
         """Bytes of the vectors of the memories the filters keep (of every memory without filters)."""
-        where, params = _where(filters) if filters is not None else ("1", [])
+        where, params = sql.where(filters) if filters is not None else ("1", [])
         with self._read() as db:
             (size,) = db.execute(
                 f"SELECT COALESCE(SUM(length(v.vector)), 0) FROM vectors v JOIN memories m ON m.rowid = v.memory_rowid"
@@ -960,7 +469,7 @@ class SQLiteStorage:
 
     # -- statistics --------------------------------------------------------------------
     def totals(self, filters: Filters) -> Totals:
-        where, params = _where(filters)
+        where, params = sql.where(filters)
         with self._read() as db:
             row = db.execute(
                 "SELECT COUNT(*), COALESCE(SUM(length(CAST(m.content AS BLOB))), 0),"
@@ -969,46 +478,6 @@ class SQLiteStorage:
                 params,
             ).fetchone()
         return Totals(*row)
-
-    def group_count(self, filters: Filters, key: GroupKey) -> dict[str, int]:
-        where, params = _where(filters)
-        group, label = _GROUP_EXPR[key]
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT {label}, COUNT(*) FROM memories m WHERE {where} GROUP BY {group} ORDER BY 1", params
-            ).fetchall()
-        return {str(k): n for k, n in rows if k is not None}  # memories without the attribute are not a group
-
-    def tag_counts(self, filters: Filters, limit: int | None = None) -> list[tuple[str, int]]:
-        """Tags of the memories the filters keep, most used first (ties by name)."""
-        where, params = _where(filters)
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory_rowid"
-                f" WHERE {where} GROUP BY t.tag ORDER BY n DESC, t.tag LIMIT ?",
-                [*params, -1 if limit is None else limit],
-            ).fetchall()
-        return [(tag, n) for tag, n in rows]
-
-    def duplicate_count(self, filters: Filters) -> int:
-        """How many memories repeat the words of an earlier one (same words, any order) for the same user."""
-        where, params = _where(filters)
-        with self._read() as db:
-            (count,) = db.execute(
-                "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM memories m"
-                f" WHERE {where} GROUP BY m.word_signature, m.user_id HAVING n > 1)",
-                params,
-            ).fetchone()
-        return count
-
-    def created_histogram(self, filters: Filters, granularity: Granularity) -> list[tuple[str, int]]:
-        where, params = _where(filters)
-        bucket = _BUCKET_EXPR[granularity]
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT {bucket} AS b, COUNT(*) FROM memories m WHERE {where} GROUP BY b ORDER BY b", params
-            ).fetchall()
-        return [(b, n) for b, n in rows]
 
     def event_pattern(self, kind: str, start: datetime, end: datetime) -> EventPattern:
         with self._read() as db:
@@ -1024,26 +493,6 @@ class SQLiteStorage:
             weekday = (sunday_first - 1) % 7  # SQLite counts from Sunday; Python from Monday
             by_weekday[weekday] = by_weekday.get(weekday, 0) + n
         return EventPattern(sum(by_hour.values()), by_hour, by_weekday)
-
-    def change_counts(self, start: datetime, end: datetime, memory_filters: Filters) -> dict[str, int]:
-        """Changes per action in a time window, for the user/conversation/categories of the filters."""
-        clauses = ["changed_at BETWEEN ? AND ?"]
-        params: list[Any] = [to_iso(start), to_iso(end)]
-        for column, value in (
-            ("user_id", memory_filters.user_id),
-            ("conversation_id", memory_filters.conversation_id),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        if memory_filters.categories is not None:
-            clauses.append(f"COALESCE(category, 'custom') IN ({', '.join('?' * len(memory_filters.categories))})")
-            params.extend(memory_filters.categories)
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT action, COUNT(*) FROM versions WHERE {' AND '.join(clauses)} GROUP BY action", params
-            ).fetchall()
-        return dict(rows)
 
     def size_bytes(self) -> int:
         """Bytes on disk: the database with its write-ahead log."""

@@ -11,7 +11,7 @@ from mnemo.storage import Job
 _COLUMNS = "id, kind, status, started_at, ended_at, done, total, detail, error, host, pid"
 
 
-def put(db: sqlite3.Connection, job: Job) -> None:
+def put_job(db: sqlite3.Connection, job: Job) -> None:
     db.execute(
         f"INSERT OR REPLACE INTO jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
@@ -47,14 +47,14 @@ def _job(row: tuple) -> Job:  # type: ignore[type-arg]
     )
 
 
-def get(db: sqlite3.Connection, job_id: str) -> Job | None:
+def get_job(db: sqlite3.Connection, job_id: str) -> Job | None:
     row = db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
     return None if row is None else _job(row)
 
 
-def recent(db: sqlite3.Connection, limit: int) -> list[Job]:
+def recent_jobs(db: sqlite3.Connection, limit: int) -> list[Job]:
     return [_job(r) for r in db.execute(f"SELECT {_COLUMNS} FROM jobs ORDER BY started_at DESC LIMIT ?", (limit,))]
 
 
-def running(db: sqlite3.Connection) -> list[Job]:
+def running_jobs(db: sqlite3.Connection) -> list[Job]:
     return [_job(r) for r in db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE status = 'running'")]

@@ -1,0 +1,348 @@
+"""The server backend: a store is one schema of a PostgreSQL database (see postgres_schema).
+
+Concurrency policy: a pool of connections (psycopg_pool), each used by one thread at a time, in
+autocommit mode: a write is one explicit transaction (READ COMMITTED), a read of one statement
+runs on its own. What SQLite gets
+from ``BEGIN IMMEDIATE`` is asked for where it matters: a save updates only the version it was
+computed from (a concurrent save waits on the row, then finds another version: ``Conflict``);
+entry numbers come from one row of ``settings`` updated in the inserting transaction (its row lock
+orders the writers of every process); a check for the same content takes an advisory lock on
+that content first. ``lock_timeout`` is the busy timeout: a writer kept waiting past it, or a
+caller left without a connection that long, gets ``Locked``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from typing import Any, ClassVar
+
+import psycopg
+import psycopg_pool
+from pgvector.psycopg import register_vector
+from psycopg import errors
+from psycopg import sql as pgsql
+
+from mnemo.bounds import as_utc
+from mnemo.errors import InvalidInput, Locked, MnemoError, StorageError
+from mnemo.model import Change, Memory
+from mnemo.query import Filters, RankFields, TextHit
+from mnemo.storage import (
+    EventPattern,
+    StoredVector,
+    StoreFile,
+    Totals,
+    postgres_ledgers,
+    postgres_stats,
+    postgres_text,
+    postgres_vectors,
+    sql,
+)
+from mnemo.storage.postgres_schema import (
+    ENTRY_COUNTER,
+    EXPECTED_TABLES,
+    HNSW_INDEX,
+    MIGRATIONS,
+    WORDS_CONFIG,
+    migrate,
+    schema_name,
+    unfix_dimension,
+)
+from mnemo.storage.sql_store import SQLStore
+
+RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (as in sqlite.py)
+
+
+def _dialect(server_version: int) -> sql.Dialect:
+    # Spec 003's case-insensitive search folds like Python's str.casefold: PostgreSQL 18's casefold()
+    # under the builtin Unicode collation does ("Straße" holds "STRASSE"); before 18, lower().
+    fold = "casefold" if server_version >= 180000 else "lower"
+    collate = " COLLATE pg_unicode_fast" if server_version >= 180000 else ""
+
+    def contains(text: str, folded: bool) -> str:
+        if folded:
+            return f"strpos({fold}(normalize({text}, NFKC){collate}), %s) > 0"
+        return f"strpos({text}, %s) > 0"
+
+    return sql.Dialect("%s", as_utc, as_utc, contains, None, 'COLLATE "C"')
+
+
+class PostgresStorage(SQLStore):
+    """A store kept in schema ``mnemo_<name>`` of the database at ``url``."""
+
+    _unique_violation = errors.UniqueViolation
+    _bucket_expr = postgres_stats.BUCKET_EXPR
+    _jobs: ClassVar[Any] = postgres_ledgers
+    _requests: ClassVar[Any] = postgres_ledgers
+
+    def __init__(self, url: str, name: str = "default", pool_size: int = 5, busy_timeout_s: float = 30.0) -> None:
+        self.name = name
+        self.schema = schema_name(name)
+        self._busy_timeout_s = busy_timeout_s
+        self._words = postgres_text.WordStats()
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(busy_timeout_s))) as db:
+                self.applied = migrate(db, self.schema)
+                self._dialect = _dialect(db.info.server_version)
+        except ValueError as newer:
+            raise StorageError(
+                f"store {name!r} has schema version {newer}, newer than this mnemo understands ({len(MIGRATIONS)})",
+                store=name,
+            ) from newer
+        except psycopg.Error as exc:
+            raise StorageError(f"store {name!r}: cannot open its PostgreSQL database: {exc}", store=name) from exc
+        self._pool = psycopg_pool.ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"autocommit": True},
+            configure=self._configure,
+            timeout=busy_timeout_s,
+            name=f"mnemo-{name}",
+            open=True,
+        )
+
+    def _configure(self, db: psycopg.Connection) -> None:
+        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(self.schema)))
+        db.execute("SET TIME ZONE 'UTC'")
+        db.execute(f"SET lock_timeout = {int(self._busy_timeout_s * 1000)}")
+        register_vector(db)
+
+    # -- connections and transactions -----------------------------------------------
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Map the driver's errors onto mnemo's, by class (SQLSTATE), never by message text."""
+        try:
+            yield
+        except MnemoError:
+            raise
+        except (psycopg_pool.PoolTimeout, errors.LockNotAvailable, errors.QueryCanceled) as exc:
+            raise Locked(f"store {self.name!r} stayed busy for {self._busy_timeout_s:g}s") from exc
+        except psycopg.Error as exc:
+            raise StorageError(f"store {self.name!r} failed: {exc}", store=self.name) from exc
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection]:
+        """One transaction on a pooled connection: committed if the block ends, rolled back if it raises."""
+        with self._translated(), self._pool.connection() as db, db.transaction():
+            yield db
+
+    def applied_migrations(self) -> list[str]:
+        with self._read() as db:
+            return [name for (name,) in db.execute("SELECT name FROM migrations ORDER BY applied_at, name")]
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection in autocommit: each statement reads what is committed when it runs
+        (no BEGIN and COMMIT round trips; a read of several statements that must agree uses ``_tx``)."""
+        with self._translated(), self._pool.connection() as db:
+            yield db
+
+    def _write(self) -> AbstractContextManager[psycopg.Connection]:
+        return self._tx()
+
+    # -- single memories (the rest in SQLStore) ---------------------------------------------
+    def _same_content(self, db: psycopg.Connection, memory: Memory, at: datetime) -> str | None:
+        # READ COMMITTED would let two inserts of the same content both find none: the second waits
+        # on a lock named by the content until the first commits, then finds it.
+        key = "\x1f".join(map(str, (self.schema, memory.signature, memory.context.user_id, memory.subject_key)))
+        db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+        row = db.execute(
+            "SELECT id FROM memories WHERE signature = %s AND user_id IS NOT DISTINCT FROM %s"
+            " AND subject_key IS NOT DISTINCT FROM %s AND status IN ('active', 'archived')"
+            " AND (expires_at IS NULL OR expires_at > %s) ORDER BY created_at LIMIT 1",
+            (memory.signature, memory.context.user_id, memory.subject_key, at),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def _next_entry_number(self, db: psycopg.Connection) -> int:
+        """One row of settings, updated in the inserting transaction: its lock orders every process's writers."""
+        (number,) = db.execute(
+            "UPDATE settings SET value = (value::bigint + 1)::text WHERE key = %s RETURNING value::bigint",
+            (ENTRY_COUNTER,),
+        ).fetchone() or (0,)
+        return int(number)
+
+    def rank_fields(self, keys: Sequence[int]) -> dict[int, RankFields]:
+        if not keys:
+            return {}
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT rowid, updated_at, importance, access_count, created_at, user_id, subject_key FROM memories"
+                " WHERE rowid = ANY(%s)",
+                (list(keys),),
+            ).fetchall()
+        return {
+            key: RankFields(as_utc(updated), importance, count, as_utc(created), user, subject)
+            for key, updated, importance, count, created, user, subject in rows
+        }
+
+    def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
+        """Remove memories for good: rows (their tags and vectors with them), links, backups, old content.
+
+        PostgreSQL keeps deleted rows' bytes until (auto)vacuum reuses their space.
+        """
+        ids = list(memory_ids)
+        with self._tx() as db:
+            db.execute("DELETE FROM memories WHERE id = ANY(%s)", (ids,))
+            db.execute("DELETE FROM backups WHERE memory_id = ANY(%s)", (ids,))
+            db.execute("DELETE FROM links WHERE source_id = ANY(%s) OR target_id = ANY(%s)", (ids, ids))
+            # History keeps who did what and when, but no longer what the memory said.
+            db.execute("UPDATE versions SET previous = NULL WHERE memory_id = ANY(%s)", (ids,))
+            for change in changes:
+                self._write_change(db, change, None)
+
+    # -- paths (spec 002) ------------------------------------------------------------------
+    def path_level(self, prefix: str, filters: Filters) -> tuple[list[Memory], dict[str, int]]:
+        """The memories whose path is ``prefix`` + one segment, by path; and each next segment that
+        has memories further down, with how many (paths compared and sorted byte-wise, as SQLite does)."""
+        where, params = sql.where(filters, self._dialect)
+        start = len(prefix) + 1
+        memories = self._memories(
+            f"{sql.SELECT} WHERE starts_with(m.path, %s) AND strpos(substr(m.path, %s), '/') = 0 AND {where}"
+            ' ORDER BY m.path COLLATE "C"',
+            [prefix, start, *params],
+        )
+        with self._tx() as db:
+            groups = db.execute(
+                "SELECT substr(rest, 1, strpos(rest, '/') - 1) AS segment, COUNT(*) FROM"
+                f" (SELECT substr(m.path, %s) AS rest FROM memories m WHERE starts_with(m.path, %s) AND {where}) AS r"
+                " WHERE strpos(rest, '/') > 0 GROUP BY segment",
+                [start, prefix, *params],
+            ).fetchall()
+        return memories, {segment: int(n) for segment, n in sorted(groups)}  # by code point, as SQLite sorts
+
+    # -- finding -----------------------------------------------------------------------
+    def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
+        """The best ``limit`` word matches that pass the filters, best first (see postgres_text)."""
+        if not terms:
+            return []
+        where, params = sql.where(filters, self._dialect)
+        with self._read() as db:
+            found = postgres_text.search(db, self._words, terms, where, params, limit, max(RANKED_MATCHES, 3 * limit))
+        return [TextHit(memory_id, key, score) for memory_id, key, score in found]
+
+    # -- vectors -----------------------------------------------------------------------
+    def reset_vectors(self, model: str) -> None:
+        """Forget every vector and record which model the next ones come from."""
+        with self._tx() as db:
+            db.execute("DELETE FROM vectors")
+            unfix_dimension(db)
+            self._put_setting(db, "vector_model", model)
+
+    def put_vectors(self, vectors: Sequence[tuple[str, bytes]]) -> None:
+        with self._tx() as db:
+            postgres_vectors.put(db, vectors)
+
+    def vectors_after(self, seq: int, limit: int) -> list[StoredVector]:
+        """Vectors by seq; not for tailing (see postgres_vectors): searches go to ``vector_search``."""
+        with self._read() as db:
+            return postgres_vectors.after(db, seq, limit)
+
+    def last_vector_seq(self) -> int:
+        return int(self._one("SELECT COALESCE(MAX(seq), 0) FROM vectors"))
+
+    def vector_search(self) -> postgres_vectors.PostgresVectorSearch:
+        return postgres_vectors.PostgresVectorSearch(self._tx)
+
+    def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
+        if not keys:
+            return {}
+        where, params = sql.where(filters, self._dialect)
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT m.rowid, m.id FROM memories m WHERE m.rowid = ANY(%s) AND {where}", [list(keys), *params]
+            ).fetchall()
+        return dict(rows)
+
+    def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]:
+        """Which of these memories are about the subject, or name it in their content or tags."""
+        if not keys:
+            return set()
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT rowid FROM memories WHERE rowid = ANY(%s)"
+                f" AND (subject_key = %s OR words @@ phraseto_tsquery('{WORDS_CONFIG}', %s))",
+                (list(keys), subject, subject),
+            )
+            return {key for (key,) in rows}
+
+    def vector_bytes(self, filters: Filters | None = None) -> int:
+        """Bytes of the vectors (4 a dimension, as SQLite holds them) of the memories the filters keep."""
+        where, params = sql.where(filters, self._dialect) if filters is not None else ("1 = 1", [])
+        return int(
+            self._one(
+                "SELECT COALESCE(SUM(4 * public.vector_dims(v.embedding)), 0) FROM vectors v"
+                f" JOIN memories m ON m.rowid = v.memory_rowid WHERE {where}",
+                params,
+            )
+        )
+
+    # -- archive tiers and store settings ------------------------------------------------
+    def packed_bytes(self) -> int:
+        return int(self._one("SELECT COALESCE(SUM(octet_length(content_packed)), 0) FROM memories"))
+
+    # -- statistics (SQL in postgres_stats) ------------------------------------------------
+    def totals(self, filters: Filters) -> Totals:
+        with self._read() as db:
+            return postgres_stats.totals(db, *sql.where(filters, self._dialect))
+
+    def event_pattern(self, kind: str, start: datetime, end: datetime) -> EventPattern:
+        with self._read() as db:
+            return postgres_stats.event_pattern(db, kind, start, end)
+
+    def size_bytes(self) -> int:
+        """Bytes the store's schema takes in the database: its tables with their indexes and TOAST."""
+        return int(
+            self._one(
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+                [self.schema],
+            )
+        )
+
+    # -- health ------------------------------------------------------------------------
+    def store_file(self) -> StoreFile:
+        return StoreFile(f"schema {self.schema}", True, self.size_bytes())
+
+    def check_write_lock(self, timeout_s: float) -> None:
+        """``Locked`` if no connection comes free, or the settings row stays locked, within the timeout."""
+        wait_ms = int(min(timeout_s, self._busy_timeout_s) * 1000)
+        with (
+            self._translated(),
+            self._pool.connection(timeout=min(timeout_s, self._busy_timeout_s)) as db,
+            db.transaction(),
+        ):
+            db.execute(f"SET LOCAL lock_timeout = {wait_ms}")
+            db.execute("SELECT 1 FROM settings WHERE key = %s FOR UPDATE", (ENTRY_COUNTER,))
+
+    def check_integrity(self) -> list[str]:
+        """What the store's schema lacks: a table, or the vectors' HNSW index once they have a dimension."""
+        with self._read() as db:
+            tables = {name for (name,) in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
+                                                     (self.schema,))}  # fmt: skip
+            indexes = {name for (name,) in db.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s",
+                                                      (self.schema,))}  # fmt: skip
+            sized = (
+                "settings" in tables
+                and db.execute("SELECT 1 FROM settings WHERE key = 'vector_dimension'").fetchone() is not None
+            )
+        found = [f"table {table} is missing" for table in sorted(EXPECTED_TABLES - tables)]
+        if sized and HNSW_INDEX not in indexes:
+            found.append(f"index {HNSW_INDEX} is missing")
+        return found
+
+    def back_up(self, reason: str, min_interval_s: float = 0.0) -> str | None:
+        """None: PostgreSQL stores are backed up by the database's own tools, not at each start."""
+        if min_interval_s > 0:
+            return None
+        raise InvalidInput(
+            f"store {self.name!r} is in PostgreSQL: back it up with pg_dump (e.g. `pg_dump -n {self.schema} DBNAME`)"
+        )
+
+    def __repr__(self) -> str:
+        return f"PostgresStorage({self.name!r}, schema {self.schema!r})"

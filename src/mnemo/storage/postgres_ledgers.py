@@ -1,0 +1,89 @@
+"""SQL of the request ledgers (rate counts, idempotent calls) and of jobs, over one PostgreSQL
+connection inside the caller's transaction. The same rules as sqlite_requests and sqlite_jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import psycopg
+
+from mnemo.bounds import as_utc
+from mnemo.storage import IdempotentCall, Job
+
+_JOB_COLUMNS = "id, kind, status, started_at, ended_at, done, total, detail, error, host, pid"
+
+
+def count_request(db: psycopg.Connection, principal: str, bucket: str, window: int) -> int:
+    """Add one request to the caller's count of this window; the count after it. Older windows go."""
+    db.execute(
+        'DELETE FROM request_counts WHERE principal = %s AND bucket = %s AND "window" < %s', (principal, bucket, window)
+    )
+    row = db.execute(
+        'INSERT INTO request_counts VALUES (%s, %s, %s, 1) ON CONFLICT (principal, bucket, "window")'
+        " DO UPDATE SET count = request_counts.count + 1 RETURNING count",
+        (principal, bucket, window),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def begin_idempotent(
+    db: psycopg.Connection, principal: str, key: str, request_sha256: str, at: datetime, forget_before: datetime
+) -> IdempotentCall | None:
+    """The call already made under this key (None: none was, and this one is now recorded, unanswered)."""
+    db.execute("DELETE FROM idempotent_calls WHERE created_at < %s", (forget_before,))
+    # Two servers given the same new key at once: one inserts, the other waits on its row and then reads it.
+    inserted = db.execute(
+        "INSERT INTO idempotent_calls VALUES (%s, %s, %s, NULL, %s) ON CONFLICT DO NOTHING RETURNING 1",
+        (principal, key, request_sha256, at),
+    ).fetchone()
+    if inserted is not None:
+        return None
+    row = db.execute(
+        "SELECT request_sha256, answer FROM idempotent_calls WHERE principal = %s AND key = %s", (principal, key)
+    ).fetchone()
+    assert row is not None
+    return IdempotentCall(row[0], row[1])
+
+
+def end_idempotent(db: psycopg.Connection, principal: str, key: str, answer: str | None) -> None:
+    """Keep the answer of the call; None: it gave none to keep, so a retry may run it again."""
+    if answer is None:
+        db.execute(
+            "DELETE FROM idempotent_calls WHERE principal = %s AND key = %s AND answer IS NULL", (principal, key)
+        )
+    else:
+        db.execute(
+            "UPDATE idempotent_calls SET answer = %s WHERE principal = %s AND key = %s", (answer, principal, key)
+        )
+
+
+def put_job(db: psycopg.Connection, job: Job) -> None:
+    db.execute(
+        f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, status = excluded.status,"
+        " started_at = excluded.started_at, ended_at = excluded.ended_at, done = excluded.done,"
+        " total = excluded.total, detail = excluded.detail, error = excluded.error, host = excluded.host,"
+        " pid = excluded.pid",
+        (job.id, job.kind, job.status, job.started_at, job.ended_at, job.done, job.total, job.detail, job.error,
+         job.host, job.pid),
+    )  # fmt: skip
+
+
+def _job(row: tuple) -> Job:  # type: ignore[type-arg]
+    job_id, kind, status, started, ended, done, total, detail, error, host, pid = row
+    return Job(job_id, kind, status, as_utc(started), host, pid, ended and as_utc(ended), done, total, detail, error)
+
+
+def get_job(db: psycopg.Connection, job_id: str) -> Job | None:
+    row = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    return None if row is None else _job(row)
+
+
+def recent_jobs(db: psycopg.Connection, limit: int) -> list[Job]:
+    rows = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs ORDER BY started_at DESC LIMIT %s", (limit,))
+    return [_job(r) for r in rows]
+
+
+def running_jobs(db: psycopg.Connection) -> list[Job]:
+    return [_job(r) for r in db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running'")]

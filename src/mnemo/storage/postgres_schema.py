@@ -1,0 +1,244 @@
+"""The PostgreSQL schema of a store, as named, ordered migrations.
+
+A store is one PostgreSQL schema (``mnemo_<name>``) in the database the URL names, so several
+stores share one database and one backup (``pg_dump``; ``-n mnemo_<name>`` for one store) while
+every query stays the one a single store needs (no store column in each row, index and WHERE).
+Migrations run in one transaction under an advisory lock, so servers that start together on a new
+database migrate it once; ``migrations`` records each by name.
+
+Words: ``memories.words`` is a generated tsvector (content, tags and automatic tags) under a GIN
+index, with a configuration like SQLite's porter tokenizer: English stems, no stop words dropped.
+Vectors: ``vectors.embedding`` is a pgvector column; its dimension is fixed by the first vector
+stored (``fix_dimension``), and then an HNSW index (cosine) is built over it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import psycopg
+from psycopg import sql
+
+WORDS_CONFIG = "mnemo_words"  # the text search configuration, in the store's schema
+HNSW_INDEX = "vectors_hnsw"
+ENTRY_COUNTER = "last_entry_number"  # settings key: the last entry number given out (spec 003)
+_MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1
+
+
+def schema_name(store: str) -> str:
+    """The schema of a store: ``mnemo_<name>``, or, past PostgreSQL's 63 bytes, a prefix and a hash."""
+    name = f"mnemo_{store}"
+    if len(name) <= _MAX_IDENTIFIER:
+        return name
+    digest = hashlib.sha256(store.encode()).hexdigest()[:12]
+    return f"{name[: _MAX_IDENTIFIER - 13]}_{digest}"
+
+
+def m001_create_tables(db: psycopg.Connection) -> None:
+    db.execute(f"""
+        CREATE TEXT SEARCH DICTIONARY mnemo_stem (TEMPLATE = snowball, Language = english);
+        CREATE TEXT SEARCH CONFIGURATION {WORDS_CONFIG} (COPY = pg_catalog.english);
+        ALTER TEXT SEARCH CONFIGURATION {WORDS_CONFIG}
+            ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part WITH mnemo_stem;
+
+        CREATE TABLE memories (
+            rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            path TEXT UNIQUE,
+            content TEXT NOT NULL,
+            content_length INTEGER NOT NULL,
+            signature TEXT NOT NULL,
+            word_signature TEXT NOT NULL,
+            type TEXT,
+            category TEXT,
+            subject TEXT,
+            subject_key TEXT,
+            tags TEXT NOT NULL DEFAULT '[]',
+            auto_tags TEXT NOT NULL DEFAULT '[]',
+            importance DOUBLE PRECISION NOT NULL,
+            confidence DOUBLE PRECISION,
+            agent_name TEXT,
+            entry_number BIGINT,
+            metadata TEXT NOT NULL DEFAULT '{{}}',
+            user_id TEXT,
+            conversation_id TEXT,
+            session_id TEXT,
+            access_level TEXT NOT NULL,
+            owner TEXT,
+            expires_at TIMESTAMPTZ,
+            status TEXT NOT NULL,
+            archive_tier TEXT,
+            forget_reason TEXT,
+            forget_details TEXT,
+            forgotten_at TIMESTAMPTZ,
+            recoverable_until TIMESTAMPTZ,
+            created_at TIMESTAMPTZ NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL,
+            accessed_at TIMESTAMPTZ NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            version INTEGER NOT NULL,
+            content_packed BYTEA,
+            archive_id TEXT,
+            archived_at TIMESTAMPTZ,
+            archive_file TEXT,
+            -- glacier and deep-archived memories keep their content elsewhere: out of the word index
+            words TSVECTOR GENERATED ALWAYS AS (
+                CASE WHEN COALESCE(archive_tier, '') IN ('glacier', 'deep_archive') THEN NULL
+                ELSE to_tsvector('{WORDS_CONFIG}', content || ' ' || tags || ' ' || auto_tags) END
+            ) STORED
+        );
+        -- rowid is the keyset tiebreaker, so (status, field, rowid) serves "WHERE status ORDER BY field, rowid"
+        CREATE INDEX memories_status_created ON memories(status, created_at, rowid);
+        CREATE INDEX memories_status_updated ON memories(status, updated_at, rowid);
+        CREATE INDEX memories_status_accessed ON memories(status, accessed_at, rowid);
+        CREATE INDEX memories_status_importance ON memories(status, importance, rowid);
+        CREATE INDEX memories_status_access_count ON memories(status, access_count, rowid);
+        CREATE INDEX memories_status_length ON memories(status, content_length, rowid);
+        CREATE INDEX memories_category ON memories(category, status);
+        CREATE INDEX memories_type ON memories(type, status);
+        CREATE INDEX memories_subject ON memories(subject_key, status);
+        CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at);
+        CREATE INDEX memories_conversation ON memories(conversation_id, status, created_at);
+        CREATE INDEX memories_access_level ON memories(access_level, status);
+        CREATE INDEX memories_signature ON memories(signature, user_id);
+        CREATE INDEX memories_status_expires ON memories(status, expires_at);
+        CREATE INDEX memories_recoverable ON memories(recoverable_until) WHERE recoverable_until IS NOT NULL;
+        CREATE INDEX memories_signed ON memories(status, created_at) WHERE agent_name IS NOT NULL;
+        CREATE INDEX memories_agent ON memories(agent_name, status, created_at) WHERE agent_name IS NOT NULL;
+        CREATE UNIQUE INDEX memories_archive_id ON memories(archive_id) WHERE archive_id IS NOT NULL;
+        CREATE INDEX memories_archive_file ON memories(archive_file) WHERE archive_file IS NOT NULL;
+        CREATE INDEX memories_words ON memories USING gin (words);
+
+        CREATE TABLE memory_tags (
+            tag TEXT NOT NULL,
+            memory_rowid BIGINT NOT NULL REFERENCES memories(rowid) ON DELETE CASCADE,
+            PRIMARY KEY (tag, memory_rowid)
+        );
+        CREATE INDEX memory_tags_memory ON memory_tags(memory_rowid);
+
+        CREATE TABLE links (
+            source_id TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (source_id, target_id)
+        );
+        CREATE INDEX links_target ON links(target_id);
+
+        CREATE TABLE versions (
+            id TEXT PRIMARY KEY,
+            memory_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            action TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            reason TEXT,
+            changed_at TIMESTAMPTZ NOT NULL,
+            user_id TEXT,
+            conversation_id TEXT,
+            category TEXT,
+            previous TEXT
+        );
+        CREATE INDEX versions_memory ON versions(memory_id, version);
+        CREATE INDEX versions_changed ON versions(changed_at, action);
+
+        CREATE TABLE backups (
+            id TEXT PRIMARY KEY,
+            memory_id TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            keep_until TIMESTAMPTZ NOT NULL,
+            snapshot TEXT NOT NULL
+        );
+        CREATE INDEX backups_memory ON backups(memory_id);
+        CREATE INDEX backups_keep_until ON backups(keep_until);
+
+        CREATE TABLE events (
+            rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            kind TEXT NOT NULL,
+            at TIMESTAMPTZ NOT NULL,
+            count INTEGER NOT NULL
+        );
+        CREATE INDEX events_kind_at ON events(kind, at);
+
+        CREATE SEQUENCE vector_seq;
+        CREATE TABLE vectors (
+            memory_rowid BIGINT PRIMARY KEY REFERENCES memories(rowid) ON DELETE CASCADE,
+            seq BIGINT NOT NULL DEFAULT nextval('vector_seq'),
+            embedding public.vector NOT NULL
+        );
+        CREATE INDEX vectors_seq ON vectors(seq);
+        CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO settings VALUES ('{ENTRY_COUNTER}', '0');
+
+        CREATE TABLE request_counts (
+            principal TEXT NOT NULL, bucket TEXT NOT NULL, "window" BIGINT NOT NULL, count INTEGER NOT NULL,
+            PRIMARY KEY (principal, bucket, "window")
+        );
+        CREATE TABLE idempotent_calls (
+            principal TEXT NOT NULL, key TEXT NOT NULL, request_sha256 TEXT NOT NULL,
+            answer TEXT, created_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (principal, key)
+        );
+        CREATE INDEX idempotent_calls_created ON idempotent_calls(created_at);
+
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, started_at TIMESTAMPTZ NOT NULL,
+            ended_at TIMESTAMPTZ, done BIGINT NOT NULL DEFAULT 0, total BIGINT, detail TEXT NOT NULL DEFAULT '{{}}',
+            error TEXT, host TEXT NOT NULL, pid INTEGER NOT NULL
+        );
+        CREATE INDEX jobs_started ON jobs(started_at);
+    """)  # type: ignore[call-overload]  # a constant script, not built from input
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [m001_create_tables]
+_LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock that migrations (of any store) run under
+
+
+def migrate(db: psycopg.Connection, schema: str) -> list[str]:
+    """Create the schema and run the migrations it has not had, in one transaction; the names run.
+
+    Raises ``ValueError`` when the schema records more migrations than this mnemo knows.
+    """
+    with db.transaction():
+        db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+        db.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+        db.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        db.execute(sql.SQL("SET LOCAL search_path TO {}, public").format(sql.Identifier(schema)))
+        db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)")
+        done = [name for (name,) in db.execute("SELECT name FROM migrations ORDER BY applied_at, name")]
+        if len(done) > len(MIGRATIONS):
+            raise ValueError(len(done))
+        ran = []
+        for migration in MIGRATIONS[len(done) :]:
+            migration(db)
+            db.execute("INSERT INTO migrations VALUES (%s, clock_timestamp())", (migration.__name__,))
+            ran.append(migration.__name__)
+        return ran
+
+
+def fix_dimension(db: psycopg.Connection, dimension: int) -> None:
+    """Give the vectors column its dimension and build the HNSW index, once (the first vector's)."""
+    if db.execute("SELECT value FROM settings WHERE key = 'vector_dimension'").fetchone() is not None:
+        return
+    db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+    if db.execute("SELECT value FROM settings WHERE key = 'vector_dimension'").fetchone() is not None:
+        return  # another process fixed it while this one waited
+    db.execute(sql.SQL("ALTER TABLE vectors ALTER COLUMN embedding TYPE public.vector({})").format(dimension))
+    db.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON vectors USING hnsw (embedding public.vector_cosine_ops)").format(
+            sql.Identifier(HNSW_INDEX)
+        )
+    )
+    db.execute("INSERT INTO settings VALUES ('vector_dimension', %s)", (str(dimension),))
+
+
+def unfix_dimension(db: psycopg.Connection) -> None:
+    """Forget the vectors' dimension (they are all deleted): the next model's may differ."""
+    db.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(HNSW_INDEX)))
+    db.execute("ALTER TABLE vectors ALTER COLUMN embedding TYPE public.vector")
+    db.execute("DELETE FROM settings WHERE key = 'vector_dimension'")
+
+
+EXPECTED_TABLES = frozenset(
+    ("memories", "memory_tags", "links", "versions", "backups", "events", "vectors", "settings",
+     "request_counts", "idempotent_calls", "jobs", "migrations")
+)  # fmt: skip

@@ -1,0 +1,413 @@
+"""The Storage methods whose SQL is the same on every SQL backend, written once.
+
+A backend subclasses ``SQLStore`` and supplies its transactions (``_read``, ``_write``: a
+DB-API connection inside a transaction, its errors mapped onto mnemo's), its ``Dialect``, the
+driver's unique-violation error, and the few hooks where the databases differ (``_same_content``,
+``_next_entry_number``). Queries here mark parameters with ``?``; ``_q`` turns them into the
+backend's marks. No driver is imported here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, ClassVar
+
+from mnemo.errors import Conflict, Duplicate
+from mnemo.model import Backup, Change, Memory, to_iso
+from mnemo.query import Filters, Position, Sort, TextHit
+from mnemo.storage import Granularity, GroupKey, IdempotentCall, Job, StoredVector, sql
+
+__all__ = ["SQLStore", "TextHit"]
+
+
+class SQLStore(ABC):
+    name: str
+    _dialect: sql.Dialect
+    _unique_violation: ClassVar[type[Exception]]  # the driver's error for a broken UNIQUE constraint
+    _bucket_expr: ClassVar[dict[Granularity, str]]  # created_at per bucket of a histogram, as text
+    # The SQL of jobs and of the request ledgers, over one connection: modules with put_job, get_job,
+    # recent_jobs, running_jobs; count_request, begin_idempotent, end_idempotent.
+    _jobs: ClassVar[Any]
+    _requests: ClassVar[Any]
+
+    @abstractmethod
+    def _read(self) -> AbstractContextManager[Any]: ...
+
+    @abstractmethod
+    def _write(self) -> AbstractContextManager[Any]: ...
+
+    @abstractmethod
+    def _same_content(self, db: Any, memory: Memory, at: datetime) -> str | None:
+        """The id of a memory with the same content, user and subject, inside the insert's transaction,
+        such that a concurrent insert of the same content waits for this one."""
+
+    @abstractmethod
+    def _next_entry_number(self, db: Any) -> int:
+        """The store's next entry number (spec 003), counted inside the insert's transaction."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def vectors_after(self, seq: int, limit: int) -> list[StoredVector]: ...
+
+    @abstractmethod
+    def put_vectors(self, vectors: Sequence[tuple[str, bytes]]) -> None: ...
+
+    @abstractmethod
+    def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None: ...
+
+    def _q(self, query: str) -> str:
+        return query if self._dialect.mark == "?" else query.replace("?", self._dialect.mark)
+
+    def _marks(self, n: int) -> str:
+        return ", ".join([self._dialect.mark] * n)
+
+    @staticmethod
+    def _many(db: Any, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            db.cursor().executemany(query, rows)
+
+    def _memories(self, query: str, params: Sequence[Any] = ()) -> list[Memory]:
+        with self._read() as db:
+            rows = db.execute(self._q(query), list(params)).fetchall()
+        return [sql.memory(row, self.name, self._dialect) for row in rows]
+
+    def _one(self, query: str, params: Sequence[Any] = ()) -> Any:
+        """The first column of the one row a query gives."""
+        with self._read() as db:
+            return db.execute(self._q(query), list(params)).fetchone()[0]
+
+    def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._read() as db:
+            return list(db.execute(self._q(query), list(params)).fetchall())
+
+    # -- single memories ---------------------------------------------------------------
+    def insert(
+        self,
+        memory: Memory,
+        change: Change,
+        link_to: Sequence[str] = (),
+        unique_content: bool = False,
+        numbered: bool = False,
+    ) -> Memory:
+        """Add a memory; returns it as stored (``numbered``: with the store's next entry number,
+        given in this transaction: unique across processes, never reused after deletes)."""
+        with self._write() as db:
+            if unique_content:
+                existing = self._same_content(db, memory, change.at)
+                if existing is not None:
+                    raise Duplicate(f"the same content is already stored as memory {existing}", existing_id=existing)
+            if numbered:
+                memory = memory.evolve(entry_number=self._next_entry_number(db))
+            try:
+                (rowid,) = db.execute(
+                    self._q(f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({self._marks(len(sql.COLUMN_NAMES))})"
+                            " RETURNING rowid"),
+                    sql.row_values(memory, self._dialect),
+                ).fetchone()  # fmt: skip
+            except self._unique_violation as exc:
+                raise Conflict(f"memory {memory.id} or its path already exists", memory_id=memory.id) from exc
+            self._write_tags(db, rowid, memory.all_tags)
+            at = self._dialect.time(change.at)
+            self._many(db, self._q("INSERT INTO links VALUES (?, ?, ?) ON CONFLICT DO NOTHING"),
+                       [(memory.id, target, at) for target in link_to])  # fmt: skip
+            self._write_change(db, change, memory)
+        return memory
+
+    def _write_tags(self, db: Any, rowid: int, tags: Sequence[str]) -> None:
+        db.execute(self._q("DELETE FROM memory_tags WHERE memory_rowid = ?"), (rowid,))
+        self._many(
+            db, self._q("INSERT INTO memory_tags VALUES (?, ?) ON CONFLICT DO NOTHING"), [(t, rowid) for t in tags]
+        )
+
+    def _write_change(self, db: Any, change: Change, memory: Memory | None) -> None:
+        db.execute(
+            self._q(f"INSERT INTO versions VALUES ({self._marks(11)})"),
+            sql.change_values(change, memory, self._dialect.time),
+        )
+
+    def get(self, memory_id: str) -> Memory | None:
+        found = self.get_many([memory_id])
+        return found[0] if found else None
+
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
+        if not memory_ids:
+            return []
+        by_id = {m.id: m for m in self._memories(f"{sql.SELECT} WHERE m.id IN ({self._marks(len(memory_ids))})",
+                                                 memory_ids)}  # fmt: skip
+        return [by_id[i] for i in memory_ids if i in by_id]
+
+    def subject_spelling(self, key: str) -> str | None:
+        """How the subject with this key was first written, so one subject keeps one name."""
+        rows = self._rows(
+            "SELECT subject FROM memories WHERE subject_key = ? ORDER BY created_at, rowid LIMIT 1", [key]
+        )
+        return rows[0][0] if rows else None
+
+    def save(self, changes: Sequence[tuple[Memory, Change]], backups: Sequence[Backup] = ()) -> None:
+        assignments = ", ".join(f"{c} = ?" for c in sql.COLUMN_NAMES[1:])
+        t = self._dialect.time
+        with self._write() as db:
+            for memory, change in changes:
+                try:
+                    row = db.execute(
+                        self._q(f"UPDATE memories SET {assignments} WHERE id = ? AND version = ? RETURNING rowid"),
+                        (*sql.row_values(memory, self._dialect)[1:], memory.id, memory.version - 1),
+                    ).fetchone()
+                except self._unique_violation as exc:  # the only unique column a save can change is path
+                    raise Conflict(f"path {memory.path!r} is already taken", path=memory.path) from exc
+                if row is None:
+                    raise Conflict(
+                        f"memory {memory.id} changed since it was read (expected version {memory.version - 1})",
+                        memory_id=memory.id,
+                    )
+                self._write_tags(db, row[0], memory.all_tags)
+                self._write_change(db, change, memory)
+            self._many(
+                db,
+                self._q("INSERT INTO backups VALUES (?, ?, ?, ?, ?)"),
+                [(b.id, b.memory.id, t(b.created_at), t(b.keep_until), sql.snapshot(b.memory)) for b in backups],
+            )
+
+    def purge_due(self, now: datetime) -> int:
+        """Hard-delete soft-deleted memories whose retention has ended; drop lapsed backups."""
+        stamp = self._dialect.time(now)
+        with self._write() as db:
+            forgotten = "SELECT id FROM memories WHERE status = 'forgotten' AND recoverable_until <= ?"
+            due = [mid for (mid,) in db.execute(self._q(forgotten), (stamp,))]
+            db.execute(self._q("DELETE FROM backups WHERE keep_until <= ?"), (stamp,))
+        if due:
+            self.purge(due, [])
+        return len(due)
+
+    def add_links(self, source_id: str, target_ids: Sequence[str], at: datetime) -> None:
+        stamp = self._dialect.time(at)
+        with self._write() as db:
+            query = "INSERT INTO links (source_id, target_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+            self._many(db, self._q(query), [(source_id, target, stamp) for target in target_ids])
+
+    def linked_ids(self, memory_id: str) -> list[str]:
+        query = "SELECT target_id FROM links WHERE source_id = ? UNION SELECT source_id FROM links WHERE target_id = ?"
+        return [r[0] for r in self._rows(query, [memory_id, memory_id])]
+
+    def link_counts(self, memory_ids: Sequence[str]) -> dict[str, int]:
+        if not memory_ids:
+            return {}
+        marks = self._marks(len(memory_ids))
+        rows = self._rows(
+            f"SELECT id, COUNT(*) FROM (SELECT source_id AS id FROM links WHERE source_id IN ({marks})"
+            f" UNION ALL SELECT target_id FROM links WHERE target_id IN ({marks})) AS l GROUP BY id",
+            list(memory_ids) * 2,
+        )
+        return {memory_id: int(n) for memory_id, n in rows}
+
+    def history(self, memory_id: str) -> list[Change]:
+        rows = self._rows(
+            "SELECT id, memory_id, version, action, actor, changed_at, reason, previous FROM versions"
+            " WHERE memory_id = ? ORDER BY version, changed_at",
+            [memory_id],
+        )
+        return [sql.change(row, self.name, self._dialect.read_time) for row in rows]
+
+    def backup(self, backup_id: str) -> Backup | None:
+        rows = self._rows("SELECT id, created_at, keep_until, snapshot FROM backups WHERE id = ?", [backup_id])
+        if not rows:
+            return None
+        (id_, created, keep_until, snapshot) = rows[0]
+        read = self._dialect.read_time
+        return Backup(id_, sql.from_snapshot(snapshot, self.name), read(created), read(keep_until))
+
+    # -- paths (spec 002) ------------------------------------------------------------------
+    def get_by_path(self, path: str) -> Memory | None:
+        found = self._memories(f"{sql.SELECT} WHERE m.path = ?", [path])
+        return found[0] if found else None
+
+    def expired_with_path(self, now: datetime) -> list[Memory]:
+        """Memories with a path, not forgotten, whose expiry has passed (by path, byte-wise)."""
+        return self._memories(
+            f"{sql.SELECT} WHERE m.status IN ('active', 'archived', 'outdated') AND m.expires_at <= ?"
+            f" AND m.path IS NOT NULL ORDER BY m.path {self._dialect.binary}",
+            [self._dialect.time(now)],
+        )
+
+    # -- finding -----------------------------------------------------------------------
+    def select(
+        self, filters: Filters, sort: Sort, limit: int | None, offset: int = 0, after: Position | None = None
+    ) -> list[tuple[Memory, Position]]:
+        column = sql.SORT_COLUMNS[sort.field]
+        direction = "DESC" if sort.descending else "ASC"
+        where, params = sql.where(filters, self._dialect)
+        if after is not None:
+            where += self._q(f" AND (m.{column}, m.rowid) {'<' if sort.descending else '>'} (?, ?)")
+            params += [after.value, after.key]
+        rows = self._rows(
+            f"{sql.SELECT} WHERE {where} ORDER BY m.{column} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
+            [*params, self._dialect.no_limit if limit is None else limit, offset],
+        )
+        index = 1 + sql.COLUMN_NAMES.index(column)
+
+        def position(row: Any) -> Position:  # a time as the ISO text a page cursor carries
+            value = row[index]
+            return Position(to_iso(value) if isinstance(value, datetime) else value, row[0])
+
+        return [(sql.memory(row, self.name, self._dialect), position(row)) for row in rows]
+
+    def count(self, filters: Filters) -> int:
+        where, params = sql.where(filters, self._dialect)
+        return int(self._one(f"SELECT COUNT(*) FROM memories m WHERE {where}", params))
+
+    def max_access_count(self) -> int:
+        return int(self._one("SELECT COALESCE(MAX(access_count), 0) FROM memories WHERE status = 'active'"))
+
+    def record_recall(self, memory_ids: Sequence[str], at: datetime) -> None:
+        stamp = self._dialect.time(at)
+        with self._write() as db:
+            query = "UPDATE memories SET access_count = access_count + 1, accessed_at = ? WHERE id = ?"
+            self._many(db, self._q(query), [(stamp, memory_id) for memory_id in memory_ids])
+            db.execute(
+                self._q("INSERT INTO events (kind, at, count) VALUES ('recall', ?, ?)"), (stamp, len(memory_ids))
+            )
+
+    # -- vectors and settings --------------------------------------------------------------
+    def vector_model(self) -> str | None:
+        return self.read_setting("vector_model")
+
+    def drop_vectors(self, memory_ids: Sequence[str]) -> None:
+        with self._write() as db:
+            db.execute(
+                self._q("DELETE FROM vectors WHERE memory_rowid IN"
+                        f" (SELECT rowid FROM memories WHERE id IN ({self._marks(len(memory_ids))}))"),
+                list(memory_ids),
+            )  # fmt: skip
+
+    def unembedded(self, limit: int) -> list[Memory]:
+        """Active and archived memories that have no vector yet (stored while embedding failed)."""
+        return self._memories(
+            f"{sql.SELECT} WHERE m.status IN ('active', 'archived')"
+            " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_rowid = m.rowid) LIMIT ?",
+            [limit],
+        )
+
+    def keys_matching(self, filters: Filters) -> list[int]:
+        where, params = sql.where(filters, self._dialect)
+        return [key for (key,) in self._rows(f"SELECT m.rowid FROM memories m WHERE {where}", params)]
+
+    def subjects_among(self, keys: Sequence[str]) -> set[str]:
+        """Which of these subject keys some memory of the store has (an index lookup each)."""
+        if not keys:
+            return set()
+        query = f"SELECT DISTINCT subject_key FROM memories WHERE subject_key IN ({self._marks(len(keys))})"
+        return {key for (key,) in self._rows(query, keys)}
+
+    def read_setting(self, key: str) -> str | None:
+        rows = self._rows("SELECT value FROM settings WHERE key = ?", [key])
+        return str(rows[0][0]) if rows else None
+
+    def _put_setting(self, db: Any, key: str, value: str) -> None:
+        db.execute(self._q("INSERT INTO settings VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"),
+                   (key, value))  # fmt: skip
+
+    def write_setting(self, key: str, value: str) -> None:
+        with self._write() as db:
+            self._put_setting(db, key, value)
+
+    def archive_files_in_use(self) -> set[str]:
+        return {
+            row[0] for row in self._rows("SELECT DISTINCT archive_file FROM memories WHERE archive_file IS NOT NULL")
+        }
+
+    # -- request ledgers and jobs ------------------------------------------------------------
+    def count_request(self, principal: str, bucket: str, window: int) -> int:
+        with self._write() as db:
+            return int(self._requests.count_request(db, principal, bucket, window))
+
+    def begin_idempotent(
+        self, principal: str, key: str, request_sha256: str, at: datetime, forget_before: datetime
+    ) -> IdempotentCall | None:
+        with self._write() as db:
+            call: IdempotentCall | None = self._requests.begin_idempotent(
+                db, principal, key, request_sha256, at, forget_before
+            )
+            return call
+
+    def end_idempotent(self, principal: str, key: str, answer: str | None) -> None:
+        with self._write() as db:
+            self._requests.end_idempotent(db, principal, key, answer)
+
+    def put_job(self, job: Job) -> None:
+        with self._write() as db:
+            self._jobs.put_job(db, job)
+
+    def get_job(self, job_id: str) -> Job | None:
+        with self._read() as db:
+            job: Job | None = self._jobs.get_job(db, job_id)
+            return job
+
+    def recent_jobs(self, limit: int) -> list[Job]:
+        with self._read() as db:
+            return list(self._jobs.recent_jobs(db, limit))
+
+    def running_jobs(self) -> list[Job]:
+        with self._read() as db:
+            return list(self._jobs.running_jobs(db))
+
+    # -- statistics --------------------------------------------------------------------
+    def group_count(self, filters: Filters, key: GroupKey) -> dict[str, int]:
+        where, params = sql.where(filters, self._dialect)
+        group, label = sql.GROUP_EXPR[key]
+        rows = self._rows(f"SELECT {label}, COUNT(*) FROM memories m WHERE {where} GROUP BY {group} ORDER BY 1", params)
+        return {str(k): int(n) for k, n in rows if k is not None}  # memories without the attribute are not a group
+
+    def tag_counts(self, filters: Filters, limit: int | None = None) -> list[tuple[str, int]]:
+        """Tags of the memories the filters keep, most used first (ties by name, byte-wise)."""
+        where, params = sql.where(filters, self._dialect)
+        rows = self._rows(
+            "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory_rowid"
+            f" WHERE {where} GROUP BY t.tag ORDER BY n DESC, t.tag {self._dialect.binary} LIMIT ?",
+            [*params, self._dialect.no_limit if limit is None else limit],
+        )
+        return [(tag, int(n)) for tag, n in rows]
+
+    def duplicate_count(self, filters: Filters) -> int:
+        """How many memories repeat the words of an earlier one (same words, any order) for the same user."""
+        where, params = sql.where(filters, self._dialect)
+        return int(
+            self._one(
+                "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM memories m"
+                f" WHERE {where} GROUP BY m.word_signature, m.user_id HAVING COUNT(*) > 1) AS d",
+                params,
+            )
+        )
+
+    def created_histogram(self, filters: Filters, granularity: Granularity) -> list[tuple[str, int]]:
+        where, params = sql.where(filters, self._dialect)
+        bucket = self._bucket_expr[granularity]
+        rows = self._rows(f"SELECT {bucket} AS b, COUNT(*) FROM memories m WHERE {where} GROUP BY b ORDER BY b", params)
+        return [(b, int(n)) for b, n in rows]
+
+    def change_counts(self, start: datetime, end: datetime, memory_filters: Filters) -> dict[str, int]:
+        """Changes per action in a time window, for the user/conversation/categories of the filters."""
+        t = self._dialect.time
+        clauses = ["changed_at BETWEEN ? AND ?"]
+        params: list[Any] = [t(start), t(end)]
+        for column, value in (
+            ("user_id", memory_filters.user_id),
+            ("conversation_id", memory_filters.conversation_id),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if memory_filters.categories is not None:
+            categories = memory_filters.categories
+            clauses.append(
+                f"COALESCE(category, 'custom') IN ({', '.join('?' * len(categories))})" if categories else "1 = 0"
+            )
+            params.extend(memory_filters.categories)
+        rows = self._rows(
+            f"SELECT action, COUNT(*) FROM versions WHERE {' AND '.join(clauses)} GROUP BY action", params
+        )
+        return {action: int(n) for action, n in rows}

