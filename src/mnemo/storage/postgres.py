@@ -27,7 +27,7 @@ from psycopg import sql as pgsql
 from mnemo.bounds import as_utc
 from mnemo.errors import InvalidInput, Locked, MnemoError, StorageError
 from mnemo.model import Change, Memory
-from mnemo.query import Filters, RankFields, TextHit
+from mnemo.query import Filters, TextHit
 from mnemo.storage import (
     EventPattern,
     StoredVector,
@@ -166,20 +166,6 @@ class PostgresStorage(SQLStore):
             (ENTRY_COUNTER,),
         ).fetchone() or (0,)
         return int(number)
-
-    def rank_fields(self, keys: Sequence[int]) -> dict[int, RankFields]:
-        if not keys:
-            return {}
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT rowid, updated_at, importance, access_count, created_at, user_id, subject_key FROM memories"
-                " WHERE rowid = ANY(%s)",
-                (list(keys),),
-            ).fetchall()
-        return {
-            key: RankFields(as_utc(updated), importance, count, as_utc(created), user, subject)
-            for key, updated, importance, count, created, user, subject in rows
-        }
 
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
         """Remove memories for good: rows (their tags and vectors with them), links, backups, old content.

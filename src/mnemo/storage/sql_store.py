@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from mnemo.errors import Conflict, Duplicate
 from mnemo.model import Backup, Change, Memory, to_iso
-from mnemo.query import Filters, Position, Sort, TextHit
+from mnemo.query import Filters, Position, RankFields, Sort, TextHit
 from mnemo.storage import Granularity, GroupKey, IdempotentCall, Job, StoredVector, sql
 
 __all__ = ["SQLStore", "TextHit"]
@@ -140,6 +140,20 @@ class SQLStore(ABC):
         by_id = {m.id: m for m in self._memories(f"{sql.SELECT} WHERE m.id IN ({self._marks(len(memory_ids))})",
                                                  memory_ids)}  # fmt: skip
         return [by_id[i] for i in memory_ids if i in by_id]
+
+    def rank_fields(self, keys: Sequence[int]) -> dict[int, RankFields]:
+        if not keys:
+            return {}
+        rows = self._rows(
+            "SELECT rowid, updated_at, importance, access_count, created_at, user_id, subject_key FROM memories"
+            f" WHERE rowid IN ({self._marks(len(keys))})",
+            list(keys),
+        )
+        read = self._dialect.read_time
+        return {
+            key: RankFields(read(updated), importance, count, read(created), user, subject)
+            for key, updated, importance, count, created, user, subject in rows
+        }
 
     def subject_spelling(self, key: str) -> str | None:
         """How the subject with this key was first written, so one subject keeps one name."""

@@ -19,14 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from mnemo.bounds import stored_time
 from mnemo.errors import CorruptedData, Locked, MnemoError, StorageError
 from mnemo.model import (
     Change,
     Memory,
     to_iso,
 )
-from mnemo.query import Filters, RankFields, TextHit, fold_case
+from mnemo.query import Filters, TextHit, fold_case
 from mnemo.storage import (
     EventPattern,
     Granularity,
@@ -291,20 +290,6 @@ class SQLiteStorage(SQLStore):
             (ENTRY_COUNTER,),
         ).fetchone()
         return int(number)
-
-    def rank_fields(self, keys: Sequence[int]) -> dict[int, RankFields]:
-        if not keys:
-            return {}
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT m.rowid, m.updated_at, m.importance, m.access_count, m.created_at, m.user_id, m.subject_key"
-                " FROM json_each(?) AS k CROSS JOIN memories m ON m.rowid = k.value",
-                [json.dumps(list(keys))],
-            ).fetchall()
-        return {
-            key: RankFields(stored_time(updated), importance, count, stored_time(created), user, subject)
-            for key, updated, importance, count, created, user, subject in rows
-        }
 
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
         """Remove memories for good: rows, index entries, links, backups and old content."""
