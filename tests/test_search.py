@@ -248,3 +248,11 @@ def test_memories_made_in_the_time_a_query_names_are_marked_as_such(hybrid: Memo
     }
     undated = hybrid.searcher.find("What did she paint?", ["paint"], filters, 50)
     assert {c.when for c in undated.candidates} == {0.0}
+
+
+def test_us_in_a_question_does_not_match_uses_by_its_stem(service: MemoryService):
+    service.store("The team uses Postgres for billing")
+    assert service.recall("Who told us about the outage?").hits == []  # "us" is no word to search for
+    assert [h.memory.content for h in service.recall("What does the team use?").hits] == [
+        "The team uses Postgres for billing"
+    ]

@@ -17,7 +17,7 @@ STOPWORDS = frozenset((
     "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what",
     "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
     "yourself", "yourselves", "s", "t", "don", "didn", "doesn", "isn", "wasn", "aren", "let", "lets", "get", "got",
-    "also", "like", "user", "users"
+    "also", "like", "user", "users", "us"
 ))  # fmt: skip
 
 
