@@ -13,6 +13,7 @@ from pathlib import Path
 from mcp import Client
 
 from mcp_calls import structured as call
+from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.server import build_server
@@ -63,3 +64,19 @@ async def test_a_newer_memory_about_another_subject_is_not_taken_for_an_update(t
         await stored(client, clock, [(OLDER, "Liam"), ("Liam moved to Denver in March for a new job.", "Rose")])
         ranked = await order(client, "Where does Liam live?")
         assert ranked[0] == OLDER
+
+
+def test_at_default_weights_an_update_keeps_the_importance_and_use_of_the_fact_it_updates(
+    tmp_path, installed_model, clock
+):
+    service = open_service(Settings(home=tmp_path / "home", embedder="local", model_dir=installed_model), clock=clock)
+    try:
+        service.store(OLDER, subject="Liam", importance=0.9)
+        for _ in range(5):  # an often-needed fact
+            service.recall("Liam's home town")
+        clock.advance(days=30)
+        service.store(NEWER, subject="Liam", importance=0.3)
+        ranked = [hit.memory.content for hit in service.recall("Where does Liam live?").hits]  # default weights
+        assert ranked.index(NEWER) < ranked.index(OLDER)
+    finally:
+        service.storage.close()

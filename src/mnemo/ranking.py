@@ -10,7 +10,8 @@ combined = w_sem * semantic_similarity + w_rec * recency + w_imp * importance + 
   All three decays give 1.0 for the freshest candidate and 0.5 at the half-life (``MNEMO_RECENCY_HALF_LIFE_DAYS``,
   default 30 days): exponential halves every half-life; linear falls to 0 at twice the half-life;
   logarithmic 1 / (1 + log2(1 + age / half_life)) has the longest tail.
-- importance: the memory's own 0-1 importance.
+- importance: the memory's own 0-1 importance; a memory that updates another (superseded.py)
+  carries the higher importance and access count of the two, as they belong to the fact.
 - access_frequency: log(1 + n) / log(1 + n_max), n the memory's access count and n_max the
   highest among the store's active memories, so the most recalled memory scores 1 and one never
   recalled 0.

@@ -113,6 +113,7 @@ class Candidate:
     elsewhere: float  # the share of the subjects the query names that this memory is not about (see Calibration)
     when: float  # 1 if the memory was made in the stretch of time the query names (see when.py); 0 on words alone
     relevance: float
+    updates: int | None = None  # the key of an older candidate this one probably updates (see superseded.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import base64
 import binascii
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -52,7 +52,7 @@ from mnemo.model import (
     to_iso,
 )
 from mnemo.query import DateRange, Filters, Position, RankFields, Sort
-from mnemo.search import Searcher
+from mnemo.search import Candidate, Searcher
 from mnemo.space_limits import SharedLimits
 from mnemo.stats import Overview, StatsReport, overview, report
 from mnemo.storage import Storage
@@ -212,6 +212,22 @@ def _check_type(memory_type: str | None) -> None:
 def _check_unit(name: str, value: float | None) -> None:
     if value is not None and not 0.0 <= value <= 1.0:
         raise InvalidInput(f"{name} must be between 0 and 1, not {value}", field=name)
+
+
+def inherited(fields: RankFields, candidate: Candidate, every: Mapping[int, RankFields]) -> RankFields:
+    """An update's priors with the importance and use of the memory it updates, where those are higher.
+
+    How important a fact is and how often it is needed belong to the fact, not to the note that
+    last stated it: the update of a rule recalled weekly should not rank below the rule it replaced.
+    """
+    older = every.get(candidate.updates) if candidate.updates is not None else None
+    if older is None:
+        return fields
+    return replace(
+        fields,
+        importance=max(fields.importance, older.importance),
+        access_count=max(fields.access_count, older.access_count),
+    )
 
 
 class MemoryService:
@@ -535,12 +551,15 @@ class MemoryService:
             c for c in found.candidates if c.relevance >= min_relevance and (c.text > 0 or c.relevance >= MIN_RELEVANCE)
         ]
         fields = self.storage.rank_fields([c.key for c in relevant])
-        max_access = self.storage.max_access_count() if relevant else 0
+        top = self.storage.max_access_count() if relevant else 0  # the store's most recalled memory's count
         best = max((c.relevance for c in relevant), default=0.0)
         newest = max((f.updated_at for f in fields.values()), default=now)
         ranked = sorted(
             (
-                (c.memory_id, self._score(f, c.relevance, best, weights, decay, newest, max_access))
+                (
+                    c.memory_id,
+                    self._score(inherited(f, c, fields), c.relevance, best, weights, decay, newest, top),
+                )
                 for c in relevant
                 if (f := fields.get(c.key)) is not None
             ),

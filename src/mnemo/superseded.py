@@ -8,7 +8,9 @@ current-state questions (6 of 25 on our validation set).
 
 So among the EXAMINED most relevant candidates, a candidate that probably updates an older one
 (the same user and subject, created later, close in meaning: a cosine of the two memories of at
-least SAME_TOPIC) takes that one's relevance and is placed just above it. Only the order of
+least SAME_TOPIC) takes that one's relevance and is placed just above it, and names it
+(``Candidate.updates``) so that recall's ranking gives it the older one's importance and use when
+higher (service.inherited): at the default weights those priors kept the stale fact first. Only the order of
 those first candidates changes, never which memories they are, so recall at EXAMINED and beyond
 is unchanged. A question that asks about the past, by naming a stretch of time ("last summer")
 or by its grammar ("Where did she live?"), is left alone (see search.py): LoCoMo's questions
@@ -60,17 +62,21 @@ def newest_first(
     matrix = np.stack([vectors[c.key] for c in known])
     similar = matrix @ matrix.T
     relevance = [c.relevance for c in known]
-    raised: dict[int, float] = {}
+    raised: dict[int, tuple[float, int]] = {}  # by key: the relevance taken and the key it was taken from
     for newer, candidate in enumerate(known):
         about = fields[candidate.key]
         updated = [
-            relevance[older]
+            (relevance[older], known[older].key)
             for older in range(newer)
             if similar[newer, older] >= SAME_TOPIC
             and fields[known[older].key].created_at < about.created_at
             and (fields[known[older].key].user_id, fields[known[older].key].subject_key)
             == (about.user_id, about.subject_key)
         ]
-        if updated and max(updated) + ABOVE > relevance[newer]:
-            relevance[newer] = raised[candidate.key] = min(1.0, max(updated) + ABOVE)
-    return [replace(c, relevance=raised[c.key]) if c.key in raised else c for c in candidates]
+        if updated:
+            best, older_key = max(updated)
+            relevance[newer] = max(relevance[newer], min(1.0, best + ABOVE))
+            raised[candidate.key] = (relevance[newer], older_key)
+    return [
+        replace(c, relevance=raised[c.key][0], updates=raised[c.key][1]) if c.key in raised else c for c in candidates
+    ]
