@@ -8,13 +8,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from mcp import Client
 
+from mcp_calls import answer
 from mnemo.app import open_service
 from mnemo.cli import cli
 from mnemo.clock import ManualClock
@@ -23,6 +26,7 @@ from mnemo.errors import Conflict, InvalidInput, Locked
 from mnemo.lifecycle import jobs
 from mnemo.lifecycle.sync import Syncer
 from mnemo.model import Status
+from mnemo.server import ProfileServer, build_server
 from mnemo.service import MemoryService, TagEdit
 from mnemo.storage import Job
 
@@ -184,72 +188,65 @@ def test_an_unmapped_cloud_is_not_found_with_how_to_map_it(tmp_path: Path):
 
 
 # -- sync_memories through MCP (full) ------------------------------------------------------------
-async def test_the_specs_example_syncs_the_served_store_to_cloud(settings: Settings, clock: ManualClock):
-    from mcp import Client
-
-    from mcp_calls import answer
-    from mnemo.server import build_server
-
+@asynccontextmanager
+async def full_with_cloud(
+    settings: Settings, clock: ManualClock
+) -> AsyncIterator[tuple[Client, ProfileServer, MemoryService]]:
+    """A client of the full profile over the default store, beside a store named cloud to sync with."""
     cloud = open_service(settings, "cloud", create=True, clock=clock)
     server = build_server(settings, "full", clock=clock)
     try:
         async with Client(server) as client:
-            for n in range(3):
-                await answer(client, "store_memory", content=f"User 123 fact {n}", context={"user_id": "user_123"})
-            await answer(client, "store_memory", content="Someone else's note", context={"user_id": "user_9"})
-            example = {"sync_type": "incremental", "source": "local", "destination": "cloud",
-                       "filters": {"user_id": "user_123", "modified_since": "2025-12-05T00:00:00Z"},
-                       "conflict_resolution": "newest_wins", "dry_run": False}  # fmt: skip
-            done = await answer(client, "sync_memories", **example)
-            assert done["success"] is True and done["summary"]["created"] == 3 and done["summary"]["synced"] == 3
-            assert done["next_sync_recommended"] > done["completed_at"]
-            assert len(contents(cloud)) == 3
-            job = json.loads((await client.read_resource(f"mnemo://jobs/{done['sync_id']}")).contents[0].text)
-            assert job["status"] == "succeeded"
-            unmapped = await answer(client, "sync_memories", destination="elsewhere")
-            assert (unmapped["error"]["status"], unmapped["error"]["code"]) == (404, "MEMORY_NOT_FOUND")
-            same = await answer(client, "sync_memories", destination="local")
-            assert same["error"]["status"] == 400
-            started = await answer(client, "sync_memories", sync_type="full", background=True)
-            assert started["completed_at"] is None
-            deadline = time.monotonic() + 30
-            while True:
-                job = json.loads((await client.read_resource(f"mnemo://jobs/{started['sync_id']}")).contents[0].text)
-                if job["status"] != "running" or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-            assert job["status"] == "succeeded"
+            yield client, server, cloud
     finally:
         server.close()
         cloud.storage.close()
+
+
+async def test_the_specs_example_syncs_the_served_store_to_cloud(settings: Settings, clock: ManualClock):
+    async with full_with_cloud(settings, clock) as (client, _, cloud):
+        for n in range(3):
+            await answer(client, "store_memory", content=f"User 123 fact {n}", context={"user_id": "user_123"})
+        await answer(client, "store_memory", content="Someone else's note", context={"user_id": "user_9"})
+        example = {"sync_type": "incremental", "source": "local", "destination": "cloud",
+                   "filters": {"user_id": "user_123", "modified_since": "2025-12-05T00:00:00Z"},
+                   "conflict_resolution": "newest_wins", "dry_run": False}  # fmt: skip
+        done = await answer(client, "sync_memories", **example)
+        assert done["success"] is True and done["summary"]["created"] == 3 and done["summary"]["synced"] == 3
+        assert done["next_sync_recommended"] > done["completed_at"]
+        assert len(contents(cloud)) == 3
+        job = json.loads((await client.read_resource(f"mnemo://jobs/{done['sync_id']}")).contents[0].text)
+        assert job["status"] == "succeeded"
+        unmapped = await answer(client, "sync_memories", destination="elsewhere")
+        assert (unmapped["error"]["status"], unmapped["error"]["code"]) == (404, "MEMORY_NOT_FOUND")
+        same = await answer(client, "sync_memories", destination="local")
+        assert same["error"]["status"] == 400
+        started = await answer(client, "sync_memories", sync_type="full", background=True)
+        assert started["completed_at"] is None
+        deadline = time.monotonic() + 30
+        while True:
+            job = json.loads((await client.read_resource(f"mnemo://jobs/{started['sync_id']}")).contents[0].text)
+            if job["status"] != "running" or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert job["status"] == "succeeded"
 
 
 async def test_manual_conflicts_are_409_and_a_running_sync_423_through_mcp(settings: Settings, clock: ManualClock):
-    from mcp import Client
-
-    from mcp_calls import answer
-    from mnemo.server import build_server
-
-    cloud = open_service(settings, "cloud", create=True, clock=clock)
-    server = build_server(settings, "full", clock=clock)
-    try:
-        async with Client(server) as client:
-            made = await answer(client, "store_memory", content="The offsite is in Porto")
-            await answer(client, "sync_memories")
-            clock.advance(minutes=1)
-            cloud.update(made["memory_id"], content="The offsite is in Lisbon")
-            clock.advance(minutes=1)
-            await answer(client, "update_memory", memory_id=made["memory_id"], updates={"content": "In Faro"})
-            manual = await answer(client, "sync_memories", sync_type="bidirectional", conflict_resolution="manual")
-            assert (manual["error"]["status"], manual["error"]["code"]) == (409, "SYNC_CONFLICTS")
-            assert manual["error"]["details"]["conflicts"] == [made["memory_id"]]
-            server.service.storage.put_job(Job("s1", "sync local <-> cloud", jobs.RUNNING, clock.now(), "h",
-                                               os.getpid()))  # fmt: skip
-            busy = await answer(client, "sync_memories")
-            assert (busy["error"]["status"], busy["error"]["code"]) == (423, "SYNC_IN_PROGRESS")
-    finally:
-        server.close()
-        cloud.storage.close()
+    async with full_with_cloud(settings, clock) as (client, server, cloud):
+        made = await answer(client, "store_memory", content="The offsite is in Porto")
+        await answer(client, "sync_memories")
+        clock.advance(minutes=1)
+        cloud.update(made["memory_id"], content="The offsite is in Lisbon")
+        clock.advance(minutes=1)
+        await answer(client, "update_memory", memory_id=made["memory_id"], updates={"content": "In Faro"})
+        manual = await answer(client, "sync_memories", sync_type="bidirectional", conflict_resolution="manual")
+        assert (manual["error"]["status"], manual["error"]["code"]) == (409, "SYNC_CONFLICTS")
+        assert manual["error"]["details"]["conflicts"] == [made["memory_id"]]
+        server.service.storage.put_job(Job("s1", "sync local <-> cloud", jobs.RUNNING, clock.now(), "h",
+                                           os.getpid()))  # fmt: skip
+        busy = await answer(client, "sync_memories")
+        assert (busy["error"]["status"], busy["error"]["code"]) == (423, "SYNC_IN_PROGRESS")
 
 
 def test_a_folder_given_by_path_is_a_location_for_a_local_caller_only(settings: Settings, tmp_path: Path):
@@ -280,22 +277,12 @@ def test_a_folder_given_by_path_is_a_location_for_a_local_caller_only(settings: 
 
 
 async def test_naming_another_users_memories_in_a_sync_is_403_through_mcp(settings: Settings, clock: ManualClock):
-    from mcp import Client
-
-    from mcp_calls import answer
     from mnemo.caller import Caller, Role, acting_as
-    from mnemo.server import build_server
 
-    cloud = open_service(settings, "cloud", create=True, clock=clock)
-    server = build_server(settings, "full", clock=clock)
-    try:
-        async with Client(server) as client:
-            with acting_as(Caller("bob")):  # as the HTTP transport sets it for bob's key
-                refused = await answer(client, "sync_memories", filters={"user_id": "alice"})
-            with acting_as(Caller("carol", Role.READER)):
-                reader = await answer(client, "sync_memories")
-        assert (refused["error"]["status"], refused["error"]["code"]) == (403, "PERMISSION_DENIED")
-        assert reader["error"]["status"] == 403
-    finally:
-        server.close()
-        cloud.storage.close()
+    async with full_with_cloud(settings, clock) as (client, _, _):
+        with acting_as(Caller("bob")):  # as the HTTP transport sets it for bob's key
+            refused = await answer(client, "sync_memories", filters={"user_id": "alice"})
+        with acting_as(Caller("carol", Role.READER)):
+            reader = await answer(client, "sync_memories")
+    assert (refused["error"]["status"], refused["error"]["code"]) == (403, "PERMISSION_DENIED")
+    assert reader["error"]["status"] == 403
