@@ -2,7 +2,7 @@
 
 No test downloads anything: a tiny randomly initialised MPNet (and BERT) written here stands in for
 the real weights, and its ONNX graph is compared with the plain numpy forward pass in
-``mnemo.embed.reference`` (the same comparison gave cosine ≥ 0.9999997 on the real
+tests/embed_reference.py (the same comparison gave cosine ≥ 0.9999997 on the real
 all-mpnet-base-v2 weights, and 0.9990 for its int8 graph).
 """
 
@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 import pytest
 
+from embed_reference import _bucket, sentence_vectors
 from mnemo.app import make_embedder, readout_folders
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
@@ -34,7 +35,6 @@ from mnemo.embed.model_files import (
     setup,
 )
 from mnemo.embed.onnx_graph import BertConfig, build_model, read_safetensors, relative_position_buckets
-from mnemo.embed.reference import _bucket, sentence_vectors
 from mnemo.errors import EmbeddingError
 
 HIDDEN, HEADS, LAYERS, INTERMEDIATE, VOCAB, POSITIONS = 128, 4, 2, 256, 40, 42

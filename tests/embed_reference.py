@@ -3,7 +3,7 @@
 Written from Hugging Face's ``modeling_bert`` / ``modeling_mpnet`` and sentence-transformers'
 Pooling + Normalize, step by step and in float64, independently of ``mnemo.embed.onnx_graph``
 (which folds tables and slices precomputed buckets): the tests compare the two on random weights,
-and the same comparison ran once on all-mpnet-base-v2's real weights. Slow; never used to serve.
+and the same comparison ran once on all-mpnet-base-v2's real weights. Slow: test code, not shipped.
 """
 
 from __future__ import annotations
