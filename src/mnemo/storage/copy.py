@@ -61,17 +61,10 @@ def _copy_memories(
     """The memories with their tags, in batches; the source's storage keys mapped to ids."""
     ids: dict[int, str] = {}
     last = 0
-    marks = target._marks(len(sql.COLUMN_NAMES))
     while rows := source._rows(f"{sql.SELECT} WHERE m.rowid > ? ORDER BY m.rowid LIMIT ?", [last, BATCH]):
-        with target._write() as db:
-            for row in rows:
-                memory = sql.memory(row, target.name, source._dialect)
-                (rowid,) = db.execute(
-                    target._q(f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({marks}) RETURNING rowid"),
-                    sql.row_values(memory, target._dialect),
-                ).fetchone()
-                target._write_tags(db, rowid, memory.all_tags)
-                ids[row[0]] = memory.id
+        memories = [sql.memory(row, target.name, source._dialect) for row in rows]
+        target.insert_batch(memories)
+        ids.update((row[0], memory.id) for row, memory in zip(rows, memories, strict=True))
         last = rows[-1][0]
         progress(len(ids), total)
     return ids

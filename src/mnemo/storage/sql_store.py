@@ -118,6 +118,21 @@ class SQLStore(ABC):
             self._write_change(db, change, memory)
         return memory
 
+    def insert_batch(self, memories: Sequence[Memory]) -> list[int]:
+        """Add memories exactly as given, in one transaction and without history: a store's copy,
+        a benchmark's fill. Their keys, in order. The engine's writes go through ``insert``."""
+        marks = self._marks(len(sql.COLUMN_NAMES))
+        keys = []
+        with self._write() as db:
+            for memory in memories:
+                (rowid,) = db.execute(
+                    self._q(f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({marks}) RETURNING rowid"),
+                    sql.row_values(memory, self._dialect),
+                ).fetchone()
+                self._write_tags(db, rowid, memory.all_tags)
+                keys.append(rowid)
+        return keys
+
     def _write_tags(self, db: Any, rowid: int, tags: Sequence[str]) -> None:
         db.execute(self._q("DELETE FROM memory_tags WHERE memory_rowid = ?"), (rowid,))
         self._many(
