@@ -158,6 +158,7 @@ def _service_at(
         CategoryDetector(chosen, readout_folders(settings)),
         recency_half_life_days=settings.recency_half_life_days,
         max_memories=settings.max_memories,
+        vector_graph_from=settings.vector_graph_from,
         shared_limits=SharedLimits(settings.shared_max_words, settings.shared_max_entries, folder),
         lifecycle=replace(
             lifecycle_settings(folder, settings),

@@ -62,6 +62,12 @@ class Settings(BaseSettings):
         "all-mpnet-base-v2 recalls better and costs about 5x the CPU per embedding. A store embedded "
         "by another model recalls by words only until `mnemo reindex`.",
     )
+    vector_graph_from: int = Field(
+        100_000,
+        ge=1,
+        description="SQLite: vectors from which recall searches a graph snapshot kept beside the store "
+        "(approximate candidates, exact rerank) plus the newer vectors in memory, instead of all in memory.",
+    )
     model_dir: Path | None = Field(
         None, description="Where `mnemo setup` puts the local model (default: the user cache dir, per model)."
     )

@@ -25,6 +25,7 @@ from mnemo.model import Status
 from mnemo.query import Filters
 from mnemo.storage import Storage, VectorSearch
 from mnemo.vector_index import VectorIndex
+from mnemo.vector_layers import GRAPH_FROM, LayeredIndex
 from mnemo.when import stretch
 from mnemo.words import search_terms
 
@@ -126,18 +127,26 @@ class Found:
 class Searcher:
     """Hybrid retrieval over one store; the embedder may be absent (words only)."""
 
-    def __init__(self, storage: Storage, embedder: Embedder | None) -> None:
+    def __init__(self, storage: Storage, embedder: Embedder | None, graph_from: int = GRAPH_FROM) -> None:
         self.storage = storage
         self.embedder = embedder
+        self.graph_from = graph_from  # vectors from which a SQLite store's index keeps a snapshot on disk
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
 
     @cached_property
     def index(self) -> VectorSearch | None:
         """The backend's own vector search if it has one, else the store's vectors in this process's
-        memory, made on first use (so numpy loads after a server's handshake)."""
+        memory and, past ``graph_from`` of them, in a snapshot beside the store; made on first use (so
+        numpy loads after a server's handshake)."""
         if self.embedder is None:
             return None
-        return self.storage.vector_search() or VectorIndex(self.embedder.dimension)
+        own = self.storage.vector_search()
+        if own is not None:
+            return own
+        folder = self.storage.index_folder()
+        if folder is None:
+            return VectorIndex(self.embedder.dimension)
+        return LayeredIndex(self.embedder.dimension, self.embedder.name, folder, graph_from=self.graph_from)
 
     def vectors_state(self) -> str | None:
         """None when vectors can be used, else why not (for warnings and health)."""

@@ -56,6 +56,7 @@ from mnemo.search import Candidate, Searcher
 from mnemo.space_limits import SharedLimits
 from mnemo.stats import Overview, StatsReport, overview, report
 from mnemo.storage import Storage
+from mnemo.vector_layers import GRAPH_FROM
 from mnemo.words import search_terms
 
 MAX_LIST_PAGE = 1_000  # list pages may be longer than recall's (spec 003 reads up to 1,000 entries)
@@ -240,6 +241,7 @@ class MemoryService:
         *,
         recency_half_life_days: float = 30.0,
         max_memories: int | None = None,
+        vector_graph_from: int = GRAPH_FROM,
         shared_limits: SharedLimits | None = None,
         lifecycle: LifecycleSettings | None = None,
         actor: str = "mnemo",
@@ -252,7 +254,7 @@ class MemoryService:
         self.max_memories = max_memories
         self.actor = actor
         self.embedder = embedder
-        self.searcher = Searcher(storage, embedder)
+        self.searcher = Searcher(storage, embedder, vector_graph_from)
         self.categories = categories or enrich.CategoryDetector(embedder)
         # A damaged store, or one from a newer mnemo, still gets a service, whose every operation
         # reports why to its caller.

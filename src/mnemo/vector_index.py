@@ -38,7 +38,8 @@ def sign_bits(vectors: Vectors) -> npt.NDArray[np.uint64]:
 
 
 class VectorIndex:
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, after: int = 0) -> None:
+        """``after``: the vectors of seq up to this are held elsewhere (see vector_layers)."""
         self.dimension = dimension
         self._matrix: Vectors = np.zeros((0, dimension), dtype=np.float32)
         # Sign bits transposed, one row per 64-bit word: a distance adds up a few contiguous rows.
@@ -46,7 +47,7 @@ class VectorIndex:
         self._keys: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._size = 0
         self._row_of: dict[int, int] = {}
-        self._seq = 0
+        self._seq = after
         self._lock = threading.Lock()
 
     def refresh(self, storage: Storage) -> None:
@@ -85,6 +86,15 @@ class VectorIndex:
         for offset, i in enumerate(fresh):
             self._row_of[keys[i]] = start + offset
         self._size = needed
+
+    def __len__(self) -> int:
+        """Rows held, discarded ones included."""
+        return self._size
+
+    def held(self, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Which of these keys have a vector here."""
+        with self._lock:
+            return np.isin(keys, self._keys[: self._size])
 
     def discard(self, keys: Sequence[int]) -> None:
         """Forget these keys' vectors (their rows stay, zeroed: they no longer match anything)."""

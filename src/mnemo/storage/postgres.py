@@ -235,6 +235,10 @@ class PostgresStorage(SQLStore):
     def vector_search(self) -> postgres_vectors.PostgresVectorSearch:
         return postgres_vectors.PostgresVectorSearch(self._tx)
 
+    def index_folder(self) -> None:
+        """None: the vectors are searched in the database (``vector_search``), no files beside it."""
+        return None
+
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
         if not keys:
             return {}

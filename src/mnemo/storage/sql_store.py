@@ -60,6 +60,9 @@ class SQLStore(ABC):
     @abstractmethod
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None: ...
 
+    def vector_keys(self) -> list[int]:
+        return [key for (key,) in self._rows("SELECT memory_rowid FROM vectors")]
+
     def _q(self, query: str) -> str:
         return query if self._dialect.mark == "?" else query.replace("?", self._dialect.mark)
 

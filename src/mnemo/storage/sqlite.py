@@ -441,6 +441,10 @@ class SQLiteStorage(SQLStore):
         """None: the engine searches an in-memory index that tails the vectors table by ``seq``."""
         return None
 
+    def index_folder(self) -> Path:
+        """Beside the database: the index's snapshot files (see mnemo.vector_graph)."""
+        return self.path.parent / sqlite_files.INDEX_FOLDER
+
     def vector_bytes(self, filters: Filters | None = None) -> int:
         """Bytes of the vectors of the memories the filters keep (of every memory without filters)."""
         where, params = sql.where(filters) if filters is not None else ("1", [])

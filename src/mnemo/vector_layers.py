@@ -1,0 +1,214 @@
+"""The vector search of a store whose backend has none of its own (SQLite): two layers.
+
+Up to GRAPH_FROM vectors, everything is in ``VectorIndex`` (exact, in memory). Past that, a
+snapshot on disk (``vector_graph``: a graph for candidates, float32 rows to rescore them, both
+memory-mapped) holds every vector up to some ``seq``, and ``VectorIndex`` holds only the ones
+stored after it. A search asks both and keeps the best; a key in the recent layer (re-embedded
+since the snapshot) or discarded is ignored in the snapshot. When the recent layer reaches
+a share of the snapshot's size, a background thread writes the next snapshot from the last one plus the
+recent vectors (one process at a time, under a lock file); every process, this one included,
+moves to a newer snapshot on its next refresh, which notices it by the folder's mtime.
+
+So start-up reads only the vectors since the last snapshot, whatever the store's size; writes by
+other processes reach the recent layer as before (by ``seq``), and deletions by anyone drop out of
+results when the engine reads the memories, then out of the next snapshot.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mnemo import vector_graph
+from mnemo.embed import Vectors
+from mnemo.lazy import numpy as np
+from mnemo.storage import Storage
+from mnemo.vector_graph import RERANK_FACTOR, Snapshot
+from mnemo.vector_index import VectorIndex
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+log = logging.getLogger(__name__)
+
+# Vectors from which a store's index is a snapshot plus the recent ones: below, an exact scan in
+# memory answers within a few ms (benchmarks/latency.py at 100,000: recall p95 16.8 ms) and its
+# start-up read is short; above, both grow with the store.
+GRAPH_FROM = 100_000
+# The recent layer holds up to this share of GRAPH_FROM, or of the snapshot's size if larger,
+# before the next snapshot is written: a snapshot rewrites every vector file (1.5 GB at 1,000,000),
+# so its cost is spread over stores in proportion, while the recent layer's scan stays a few ms
+# (exact up to 20,000 vectors, by sign bits beyond: see vector_index).
+REBUILD_SHARE = 0.2
+# A filtered search among more keys of the snapshot than this asks the graph for enough
+# candidates to hold k of them; among fewer, it scans their rows: 20,000 rows of 1.5 KB take ~5 ms.
+EXACT_AMONG_UP_TO = 20_000
+
+
+class LayeredIndex:
+    """``VectorSearch`` over a snapshot on disk and the vectors stored since, in memory."""
+
+    def __init__(
+        self,
+        dimension: int,
+        model: str,
+        folder: Path,
+        graph_from: int = GRAPH_FROM,
+    ) -> None:
+        self.dimension = dimension
+        self.model = model
+        self.folder = folder
+        self.graph_from = graph_from
+        self._recent = VectorIndex(dimension)
+        self._snapshot: Snapshot | None = None
+        self._discarded: set[int] = set()
+        self._folder_mtime: int | None = None
+        self._lock = threading.Lock()  # guards swapping the layers, and the choice to build
+        self._builder: threading.Thread | None = None
+
+    @property
+    def snapshot_seq(self) -> int | None:
+        """The seq the snapshot in use covers; None while everything is in memory."""
+        snapshot = self._snapshot
+        return None if snapshot is None else snapshot.seq
+
+    @property
+    def in_memory(self) -> int:
+        """Vectors held in memory: those stored after the snapshot (all of them without one)."""
+        return len(self._recent)
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for a snapshot being written by this process, if any (benchmarks, tests)."""
+        builder = self._builder
+        if builder is not None:
+            builder.join(timeout)
+
+    def refresh(self, storage: Storage) -> None:
+        self._adopt_newer_snapshot(storage)
+        self._recent.refresh(storage)
+        with self._lock:
+            snapshot = self._snapshot
+            due = len(self._recent) >= (
+                self.graph_from
+                if snapshot is None
+                else max(1, int(REBUILD_SHARE * max(self.graph_from, snapshot.meta.count)))
+            )
+            if due and (self._builder is None or not self._builder.is_alive()):
+                self._builder = threading.Thread(
+                    target=self._build_quietly, args=(storage,), name="mnemo-vector-snapshot", daemon=True
+                )
+                self._builder.start()
+
+    def build(self, storage: Storage) -> bool:
+        """Write the next snapshot now and move to it; False if another process is writing one."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / ".lock", "a+b") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            self._adopt_newer_snapshot(storage)  # one another process just wrote, if any
+            meta = vector_graph.build(self.folder, storage, self.model, self.dimension, self._snapshot)
+            vector_graph.remove_older(self.folder, self.folder / str(meta.seq))
+        self._adopt_newer_snapshot(storage)
+        return True
+
+    def _build_quietly(self, storage: Storage) -> None:
+        try:
+            self.build(storage)
+        except Exception:  # the layers in use still answer; the next refresh tries again
+            log.exception("could not write the vector index snapshot in %s", self.folder)
+
+    def _adopt_newer_snapshot(self, storage: Storage) -> None:
+        try:
+            mtime = self.folder.stat().st_mtime_ns
+        except FileNotFoundError:
+            return
+        if mtime == self._folder_mtime:
+            return
+        self._folder_mtime = mtime
+        found = vector_graph.latest(self.folder, self.model, self.dimension)
+        current = self.snapshot_seq
+        if found is None or (current is not None and found[1].seq <= current):
+            return
+        folder, meta = found
+        if meta.seq > storage.last_vector_seq():  # the store was put back to an earlier state
+            return
+        snapshot = Snapshot(folder, meta)
+        recent = VectorIndex(self.dimension, after=meta.seq)
+        recent.refresh(storage)
+        with self._lock:
+            if self._snapshot is None or self._snapshot.seq < meta.seq:
+                self._snapshot, self._recent = snapshot, recent
+
+    def discard(self, keys: Sequence[int]) -> None:
+        with self._lock:
+            self._discarded.update(keys)
+            recent = self._recent
+        recent.discard(keys)
+
+    def search(self, query: Vectors, k: int, among: Sequence[int] | None = None) -> list[tuple[int, float]]:
+        snapshot, recent = self._snapshot, self._recent
+        found = recent.search(query, k, among)
+        if snapshot is None:
+            return found
+        if among is None:
+            keys, scores = snapshot.nearest(query, k)
+            current = self._current_mask(recent, keys)
+            keys, scores = keys[current], scores[current]
+        else:
+            keys, rows = self._current(snapshot, recent, among)
+            nearest = self._nearest_among(snapshot, query, k, keys) if len(keys) > EXACT_AMONG_UP_TO else None
+            keys, scores = nearest if nearest is not None else (keys, snapshot.scores(query, rows))
+        merged = found + list(zip(keys.tolist(), scores.tolist(), strict=True))
+        return sorted(merged, key=lambda hit: -hit[1])[:k]
+
+    @staticmethod
+    def _nearest_among(
+        snapshot: Snapshot, query: Vectors, k: int, among: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        """The graph's nearest among many keys: as many candidates as hold k of them on average,
+        twice over; None if that is no fewer than the keys, or if fewer than k of them came up (the
+        caller scans them all)."""
+        share = len(among) / max(1, snapshot.meta.count)
+        wanted_k = int(2 * k / share) + 1
+        if RERANK_FACTOR * wanted_k >= len(among):
+            return None
+        keys, scores = snapshot.nearest(query, wanted_k)
+        wanted = np.isin(keys, among)
+        return (keys[wanted], scores[wanted]) if wanted.sum() >= k else None
+
+    def similarity(self, query: Vectors, keys: Sequence[int]) -> dict[int, float]:
+        snapshot, recent = self._snapshot, self._recent
+        found = recent.similarity(query, keys)
+        if snapshot is not None:
+            held, rows = self._current(snapshot, recent, [key for key in keys if key not in found])
+            found.update(zip(held.tolist(), snapshot.scores(query, rows).tolist(), strict=True))
+        return found
+
+    def vectors(self, keys: Sequence[int]) -> dict[int, Vectors]:
+        snapshot, recent = self._snapshot, self._recent
+        found = recent.vectors(keys)
+        if snapshot is not None:
+            held, rows = self._current(snapshot, recent, [key for key in keys if key not in found])
+            found.update((int(key), np.array(snapshot.vectors[row])) for key, row in zip(held, rows, strict=True))
+        return found
+
+    def _current(
+        self, snapshot: Snapshot, recent: VectorIndex, keys: Sequence[int]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The snapshot's rows of these keys whose snapshot vector is still theirs."""
+        held, rows = snapshot.rows(keys)
+        keep = self._current_mask(recent, held)
+        return held[keep], rows[keep]
+
+    def _current_mask(self, recent: VectorIndex, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """False for keys whose snapshot vector was replaced (re-embedded since) or discarded."""
+        replaced = recent.held(keys)
+        if self._discarded:
+            replaced |= np.isin(keys, np.fromiter(self._discarded, dtype=np.int64))
+        return ~replaced

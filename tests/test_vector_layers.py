@@ -1,0 +1,239 @@
+"""A SQLite store past its size threshold: recall through a graph snapshot on disk plus the newer
+vectors in memory (mnemo.vector_layers), on real files, with the deterministic fake embedder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from mnemo import vector_layers
+from mnemo.app import open_service, restore_store
+from mnemo.clock import ManualClock
+from mnemo.config import Settings
+from mnemo.embed.fake import FakeEmbedder
+from mnemo.model import Context
+from mnemo.query import Filters
+from mnemo.service import MemoryService
+from mnemo.vector_layers import LayeredIndex
+
+THRESHOLD = 60
+TOPICS = ["cello", "sourdough", "kayak", "ramen", "chess", "pottery", "sailing", "tango", "orchids", "kites"]
+
+
+def layered(service: MemoryService) -> LayeredIndex:
+    index = service.searcher.index
+    assert isinstance(index, LayeredIndex)
+    return index
+
+
+def fact(i: int) -> str:
+    return f"Person {i} practises {TOPICS[i % len(TOPICS)]} with friend {i * 7 % 13} on day {i % 29}"
+
+
+@pytest.fixture
+def large(settings: Settings, clock: ManualClock) -> Iterator[MemoryService]:
+    """A store of 100 memories whose index keeps a snapshot from 60 vectors on (a new one every 12)."""
+    small = settings.model_copy(update={"vector_graph_from": THRESHOLD})
+    service = open_service(small, clock=clock, embedder=FakeEmbedder())
+    for i in range(100):
+        service.store(fact(i), context=Context(user_id=f"user_{i % 4}"))
+    index = layered(service)
+    index.refresh(service.searcher.storage)
+    index.settle()  # the one the stores started
+    assert index.build(service.searcher.storage)  # and one of all 100, so each test starts alike
+    yield service
+    service.storage.close()
+
+
+def exact_top(service: MemoryService, query: np.ndarray, k: int, among: set[int] | None = None) -> list[float]:
+    """The scores of the true top k, by a scan of every vector the store holds (keys may tie)."""
+    storage = service.searcher.storage
+    stored = [v for v in storage.vectors_after(0, 10_000) if among is None or v.key in among]
+    matrix = np.stack([np.frombuffer(v.vector, dtype=np.float32) for v in stored])
+    return sorted((matrix @ query).tolist(), reverse=True)[:k]
+
+
+def test_past_the_threshold_a_snapshot_is_written_and_searched_with_exact_scores(large: MemoryService):
+    index = layered(large)
+    assert index.snapshot_seq is not None
+    assert index.in_memory < THRESHOLD  # only what came after the snapshot stays in memory
+    embedder = FakeEmbedder()
+    for topic in TOPICS[:5]:
+        query = embedder.embed_query(f"who practises {topic}")
+        found = index.search(query, 5)
+        assert [score for _, score in found] == pytest.approx(exact_top(large, query, 5), abs=1e-5)
+        vectors = index.vectors([key for key, _ in found])
+        for key, score in found:
+            assert score == pytest.approx(float(vectors[key] @ query), abs=1e-5)
+
+
+def test_recall_over_the_snapshot_finds_new_updated_and_not_forgotten_memories(large: MemoryService):
+    new = large.store("Zoe keeps bees on the roof of the old mill").memory
+    old = large.recall("practises cello", limit=1).hits[0].memory
+    large.update(old.id, content="Person 0 gave up music and now breeds alpacas")
+    gone = large.recall("practises kayak", limit=1).hits[0].memory
+    large.forget(gone.id, reason="outdated")
+    assert large.recall("bees on a roof", limit=1).hits[0].memory.id == new.id
+    assert large.recall("breeds alpacas", limit=1).hits[0].memory.id == old.id
+    assert gone.id not in {hit.memory.id for hit in large.recall("practises kayak", limit=20).hits}
+
+
+def test_a_filtered_search_over_the_snapshot_returns_the_true_top_k_among_the_matching(large: MemoryService):
+    index = layered(large)
+    storage = large.searcher.storage
+    among = set(storage.keys_matching(Filters(now=large.clock.now(), user_id="user_3")))
+    query = FakeEmbedder().embed_query("practises sailing on day 3")
+    found = index.search(query, 5, among=sorted(among))
+    assert [score for _, score in found] == pytest.approx(exact_top(large, query, 5, among), abs=1e-5)
+    assert all(key in among for key, _ in found)
+    hits = large.recall("practises sailing", user_id="user_3", limit=5).hits
+    assert hits and {hit.memory.context.user_id for hit in hits} == {"user_3"}
+
+
+def test_a_search_among_most_of_the_snapshot_asks_the_graph_and_keeps_to_the_keys(
+    large: MemoryService, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(vector_layers, "EXACT_AMONG_UP_TO", 10)
+    index = layered(large)
+    among = {v.key for v in large.searcher.storage.vectors_after(0, 10_000)}
+    among = set(sorted(among)[: int(0.9 * len(among))])
+    query = FakeEmbedder().embed_query("practises tango with friend 4")
+    found = index.search(query, 3, among=sorted(among))
+    assert [score for _, score in found] == pytest.approx(exact_top(large, query, 3, among), abs=1e-5)
+    assert all(key in among for key, _ in found)
+
+
+def test_another_process_starts_from_the_snapshot_and_reads_only_the_newer_vectors(
+    large: MemoryService, settings: Settings, clock: ManualClock
+):
+    large.store("Zoe keeps bees on the roof of the old mill")
+    other = open_service(
+        settings.model_copy(update={"vector_graph_from": THRESHOLD}), clock=clock, embedder=FakeEmbedder()
+    )
+    try:
+        index = layered(other)
+        index.refresh(other.searcher.storage)
+        layered(large).refresh(large.searcher.storage)
+        assert index.snapshot_seq == layered(large).snapshot_seq
+        assert index.in_memory == layered(large).in_memory
+        assert other.recall("bees on a roof", limit=1).hits[0].memory.content.startswith("Zoe keeps bees")
+    finally:
+        other.storage.close()
+
+
+def test_the_next_snapshot_takes_in_the_recent_vectors_and_every_process_moves_to_it(
+    large: MemoryService, settings: Settings, clock: ManualClock
+):
+    first = layered(large).snapshot_seq
+    other = open_service(
+        settings.model_copy(update={"vector_graph_from": THRESHOLD}), clock=clock, embedder=FakeEmbedder()
+    )
+    try:
+        layered(other).refresh(other.searcher.storage)
+        for i in range(100, 130):  # past the 12 after which the next snapshot is written
+            large.store(fact(i))
+        layered(large).refresh(large.searcher.storage)
+        layered(large).settle()
+        second = layered(large).snapshot_seq
+        assert second is not None and first is not None and second > first
+        snapshots = [p for p in (settings.home / "stores" / "default" / "vector-index").iterdir() if p.is_dir()]
+        assert [p.name for p in snapshots] == [str(second)]  # the older one was removed
+        layered(other).refresh(other.searcher.storage)
+        assert layered(other).snapshot_seq == second
+        assert other.recall("Person 117 practises", limit=1).hits[0].memory.content == fact(117)
+    finally:
+        other.storage.close()
+
+
+def test_snapshots_of_another_model_unfinished_builds_and_damaged_ones_are_ignored(
+    settings: Settings, clock: ManualClock
+):
+    small = settings.model_copy(update={"vector_graph_from": THRESHOLD})
+    service = open_service(small, clock=clock, embedder=FakeEmbedder())
+    try:
+        for i in range(30):
+            service.store(fact(i))
+        folder = service.searcher.storage.index_folder()
+        assert folder is not None
+        foreign = folder / "999"
+        foreign.mkdir(parents=True)
+        (foreign / "meta.json").write_text(json.dumps({"seq": 5, "model": "other", "dimension": 64, "count": 1}))
+        (folder / "7").mkdir()
+        (folder / "7" / "meta.json").write_text("{not json")
+        abandoned = folder / ".building-999999999-12"  # a build killed midway: no meta.json
+        abandoned.mkdir()
+        index = layered(service)
+        index.refresh(service.searcher.storage)
+        assert index.snapshot_seq is None  # none of them is taken
+        assert service.recall(fact(3), limit=1).hits[0].memory.content == fact(3)
+        assert index.build(service.searcher.storage)
+        assert index.snapshot_seq is not None
+        assert not abandoned.exists()  # its process is gone: cleaned up by the next build
+    finally:
+        service.storage.close()
+
+
+BUILD_IN_ANOTHER_PROCESS = """
+import sys
+from pathlib import Path
+from mnemo.app import open_service, restore_store
+from mnemo.config import Settings
+from mnemo.embed.fake import FakeEmbedder
+home, config = Path(sys.argv[1]), Path(sys.argv[2])
+settings = Settings(home=home, config_dir=config, embedder="none", vector_graph_from=10_000)
+service = open_service(settings, embedder=FakeEmbedder())
+for i in range(200, 260):
+    service.store(f"Person {i} keeps {i} bee hives on the hill of day {i % 29}")
+index = service.searcher.index
+index.refresh(service.searcher.storage)
+assert index.build(service.searcher.storage)
+print(index.snapshot_seq)
+"""
+
+
+def test_a_snapshot_written_by_another_process_is_taken_up_with_the_writes_since(
+    large: MemoryService, settings: Settings
+):
+    """Two processes on one store: each reads the other's writes by seq and its snapshots by file."""
+    run = subprocess.run(
+        [sys.executable, "-c", BUILD_IN_ANOTHER_PROCESS, str(settings.home), str(settings.config_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    theirs = int(run.stdout.split()[-1])
+    after = large.store("Zoe keeps bees on the roof of the old mill").memory
+    index = layered(large)
+    index.refresh(large.searcher.storage)
+    assert index.snapshot_seq == theirs
+    assert index.in_memory == 1  # only the write made after their snapshot
+    assert large.recall("Person 237 keeps 237 bee hives", limit=1).hits[0].memory.content.startswith("Person 237")
+    assert large.recall("bees on a roof", limit=1).hits[0].memory.id == after.id
+
+
+def test_restoring_a_backup_removes_the_snapshots_of_the_database_it_replaces(large: MemoryService, settings: Settings):
+    storage = large.searcher.storage
+    folder = storage.index_folder()
+    assert storage.back_up("manual") is not None
+    for i in range(100, 140):
+        large.store(fact(i))
+    layered(large).settle()  # the stores may have started one
+    assert layered(large).build(storage)
+    assert folder is not None and any(p.is_dir() for p in folder.iterdir())
+    storage.close()
+    restore_store(settings)
+    assert not folder.exists()  # they held vectors the restored database does not have
+    again = open_service(settings.model_copy(update={"vector_graph_from": THRESHOLD}), embedder=FakeEmbedder())
+    try:
+        assert again.recall(fact(3), limit=1).hits[0].memory.content == fact(3)
+        assert not again.recall(fact(120), limit=5).hits or fact(120) not in [
+            hit.memory.content for hit in again.recall(fact(120), limit=5).hits
+        ]
+    finally:
+        again.storage.close()
