@@ -32,10 +32,11 @@ from eval_data import EVAL_DIR_VARIABLE, dev_files, required_folder
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.engine.lists import SEARCH_MATCH
+from mnemo.engine.recall import RECALL_POOL
 from mnemo.model import subject_key
 from mnemo.query import Filters
 from mnemo.search import HYBRID, Calibration, calibration_for
-from mnemo.service import RECALL_POOL, SEARCH_MATCH
 from mnemo.words import search_terms
 from recall_quality import AFTER_NEWEST, CATEGORY_MAP, end_of_day, load_haystack, parse_time
 

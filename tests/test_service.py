@@ -8,10 +8,11 @@ import pytest
 
 from mnemo import ranking
 from mnemo.clock import ManualClock
+from mnemo.engine.results import TagEdit
 from mnemo.errors import Conflict, Duplicate, InvalidInput, NotFound, QuotaExceeded
 from mnemo.model import Context, Status
 from mnemo.query import Sort, SortField
-from mnemo.service import MemoryService, TagEdit
+from mnemo.service import MemoryService
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
 

@@ -22,10 +22,11 @@ from conftest import sqlite_only
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.engine.results import TagEdit
 from mnemo.errors import CorruptedData, Locked, MnemoError, NotFound, StorageError
 from mnemo.model import Context, Status
 from mnemo.query import Filters
-from mnemo.service import MemoryService, TagEdit
+from mnemo.service import MemoryService
 from mnemo.storage import sql
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage

@@ -22,12 +22,13 @@ from mnemo.app import open_service
 from mnemo.cli import cli
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.engine.results import TagEdit
 from mnemo.errors import Conflict, InvalidInput, Locked
 from mnemo.lifecycle import jobs
 from mnemo.lifecycle.sync import Syncer
 from mnemo.model import Status
 from mnemo.server import ProfileServer, build_server
-from mnemo.service import MemoryService, TagEdit
+from mnemo.service import MemoryService
 from mnemo.storage import Job
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL

@@ -16,9 +16,10 @@ from datetime import datetime
 from pathlib import Path
 
 from mnemo import paths
+from mnemo.engine.results import UNSET, ForgetResult, UpdateResult
 from mnemo.errors import NotFound
 from mnemo.model import Memory
-from mnemo.service import UNSET, ForgetResult, MemoryService, UpdateResult
+from mnemo.service import MemoryService
 
 
 class NamedStores:

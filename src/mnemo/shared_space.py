@@ -28,6 +28,7 @@ from typing import Any
 from mnemo import bounds, space_files
 from mnemo.access import in_own_space
 from mnemo.caller import viewer
+from mnemo.engine.results import TagEdit
 from mnemo.errors import Conflict, EmbeddingError, InvalidInput, MnemoError, NotFound, StorageError, reason_of
 from mnemo.model import (
     BAND_IMPORTANCE,
@@ -42,7 +43,7 @@ from mnemo.model import (
     normalise_tags,
 )
 from mnemo.query import Filters, Sort, SortField, TextMatch
-from mnemo.service import MemoryService, TagEdit
+from mnemo.service import MemoryService
 from mnemo.words import search_terms
 
 log = logging.getLogger(__name__)

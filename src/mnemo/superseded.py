@@ -10,7 +10,7 @@ So among the EXAMINED most relevant candidates, a candidate that probably update
 (the same user and subject, created later, close in meaning: a cosine of the two memories of at
 least SAME_TOPIC) takes that one's relevance and is placed just above it, and names it
 (``Candidate.updates``) so that recall's ranking gives it the older one's importance and use when
-higher (service.inherited): at the default weights those priors kept the stale fact first. Only the order of
+higher (engine.recall.inherited): at the default weights those priors kept the stale fact first. Only the order of
 those first candidates changes, never which memories they are, so recall at EXAMINED and beyond
 is unchanged. A question that asks about the past, by naming a stretch of time ("last summer")
 or by its grammar ("Where did she live?"), is left alone (see search.py): LoCoMo's questions

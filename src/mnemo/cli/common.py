@@ -14,10 +14,11 @@ from pydantic import ValidationError
 
 from mnemo.app import open_service
 from mnemo.config import Settings
+from mnemo.engine.lists import STATUS_NAMES
 from mnemo.errors import MnemoError
 from mnemo.model import Memory, to_iso
 from mnemo.query import SortField
-from mnemo.service import STATUS_NAMES, MemoryService
+from mnemo.service import MemoryService
 
 if TYPE_CHECKING:  # rich loads when a command prints, not before `mnemo serve` answers its client
     from rich.console import Console

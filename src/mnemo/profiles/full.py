@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from mnemo import errors, ranking
 from mnemo.bounds import MAX_OFFSET
 from mnemo.caller import request_id
+from mnemo.engine.results import UNSET, MemoryStats, TagEdit
 from mnemo.model import (
     MAX_CONTENT_CHARS,
     MAX_QUERY_CHARS,
@@ -32,7 +33,7 @@ from mnemo.model import (
 )
 from mnemo.profiles import Omitted, Profile, counts_access, full_lifecycle, hints, run
 from mnemo.query import DateRange, Sort, SortField
-from mnemo.service import UNSET, MemoryService, MemoryStats, TagEdit
+from mnemo.service import MemoryService
 from mnemo.stats import METRICS
 
 API_VERSION = "1.0.0"

@@ -22,11 +22,11 @@ from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import BaseModel, Field, StrictBool
 
 from mnemo import errors
+from mnemo.engine.results import UNSET
 from mnemo.model import MAX_CONTENT_CHARS, MAX_TAGS, Memory, to_iso
 from mnemo.named_stores import NamedStores
 from mnemo.paths import MAX_PATH_CHARS
 from mnemo.profiles import Omitted, Profile, hints, run
-from mnemo.service import UNSET
 
 CHARS_PER_TOKEN = 4  # the usual rough measure for English text, as the reference server estimates
 
