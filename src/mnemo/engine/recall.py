@@ -93,7 +93,7 @@ class RecallOperations(ServiceBase):
             access_levels=tuple(access_levels) if access_levels else None,
         )
         pool = max(RECALL_POOL, 3 * (offset + limit))
-        found = self.searcher.find(query, search_terms(query), filters, pool)
+        found = self.searcher.find(query, search_terms(query), filters, pool, followers=True)
         relevant = [
             c for c in found.candidates if c.relevance >= min_relevance and (c.text > 0 or c.relevance >= MIN_RELEVANCE)
         ]
