@@ -237,3 +237,32 @@ def test_restoring_a_backup_removes_the_snapshots_of_the_database_it_replaces(la
         ]
     finally:
         again.storage.close()
+
+
+SNAPSHOT_THEN_MODEL = """
+import sys
+from pathlib import Path
+from mnemo.app import open_service
+from mnemo.config import Settings
+from mnemo.embed.fake import FakeEmbedder
+home, config = Path(sys.argv[1]), Path(sys.argv[2])
+service = open_service(Settings(home=home, config_dir=config, embedder="none"), embedder=FakeEmbedder())
+for i in range(5):
+    service.store(f"note {i} about the harbour")
+index = service.searcher.index
+index.refresh(service.searcher.storage)
+assert index.build(service.searcher.storage)
+import onnxruntime  # the local model's runtime, after the graph library: crashed the process once
+print("alive")
+"""
+
+
+def test_the_model_s_runtime_loads_after_a_snapshot_was_opened(settings: Settings):
+    run = subprocess.run(
+        [sys.executable, "-c", SNAPSHOT_THEN_MODEL, str(settings.home), str(settings.config_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["alive"]

@@ -24,11 +24,13 @@ import json
 import os
 import shutil
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mnemo.embed import Vectors
+from mnemo.lazy import import_now
 from mnemo.lazy import numpy as np
 from mnemo.storage import Storage
 
@@ -53,7 +55,17 @@ class Meta:
 
 
 def _graph_class() -> Any:
-    from usearch.index import Index  # only stores past the size threshold load it
+    """usearch's Index, imported on first use: only stores past the size threshold need it.
+
+    usearch's extension loaded before onnxruntime's makes a later ``import onnxruntime`` crash the
+    process (a segfault while onnxruntime initialises; usearch 2.26 with onnxruntime 1.2x on Linux),
+    so onnxruntime, where installed, is imported first (and numpy before it: see mnemo.lazy).
+    """
+    import_now(np)
+    with suppress(ImportError):
+        import onnxruntime  # noqa: F401
+
+    from usearch.index import Index
 
     return Index
 
