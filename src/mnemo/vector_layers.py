@@ -153,17 +153,23 @@ class LayeredIndex:
 
     def search(self, query: Vectors, k: int, among: Sequence[int] | None = None) -> list[tuple[int, float]]:
         snapshot, recent = self._snapshot, self._recent
-        found = recent.search(query, k, among)
         if snapshot is None:
-            return found
+            return recent.search(query, k, among)
         if among is None:
+            found = recent.search(query, k)
             keys, scores = snapshot.nearest(query, k)
             current = self._current_mask(recent, keys)
             keys, scores = keys[current], scores[current]
         else:
-            keys, rows = self._current(snapshot, recent, among)
+            wanted = np.asarray(among, dtype=np.int64)
+            in_recent = recent.held(wanted)  # their vector there is the current one
+            found = recent.search(query, k, wanted[in_recent].tolist()) if in_recent.any() else []
+            keys, rows = self._current(snapshot, recent, wanted[~in_recent])
             nearest = self._nearest_among(snapshot, query, k, keys) if len(keys) > EXACT_AMONG_UP_TO else None
             keys, scores = nearest if nearest is not None else (keys, snapshot.scores(query, rows))
+        if len(scores) > k:  # only the best k become Python objects
+            best = np.argpartition(-scores, k - 1)[:k]
+            keys, scores = keys[best], scores[best]
         merged = found + list(zip(keys.tolist(), scores.tolist(), strict=True))
         return sorted(merged, key=lambda hit: -hit[1])[:k]
 
@@ -199,7 +205,7 @@ class LayeredIndex:
         return found
 
     def _current(
-        self, snapshot: Snapshot, recent: VectorIndex, keys: Sequence[int]
+        self, snapshot: Snapshot, recent: VectorIndex, keys: Sequence[int] | npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """The snapshot's rows of these keys whose snapshot vector is still theirs."""
         held, rows = snapshot.rows(keys)
