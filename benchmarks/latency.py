@@ -203,10 +203,12 @@ def filled(home: Path, count: int, users: list[str], rng: random.Random, databas
     return seconds
 
 
-def rss_mib() -> tuple[float, float]:
-    """This process's resident memory now and at its peak, MiB."""
+def rss_mib() -> tuple[float, float, float]:
+    """This process's resident memory now, its anonymous part (the rest is mapped files: the
+    database's and the vector snapshot's pages, which the kernel may drop), and its peak, MiB."""
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-    return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
+    rss, anonymous, peak = (int(status[name].split()[0]) / 1024 for name in ("VmRSS", "RssAnon", "VmHWM"))
+    return rss, anonymous, peak
 
 
 def cold_recall_ms(home: Path, database_url: str | None = None) -> float:
@@ -262,7 +264,7 @@ def measure(args: argparse.Namespace, database_url: str | None = None) -> dict[s
             lambda: service.list(sort=Sort(SortField.IMPORTANCE), limit=20), args.samples
         )
         rows["list, filtered by user"] = timed(lambda: service.list(user_id=rng.choice(users)), args.samples)
-        rss, peak = rss_mib()
+        rss, anonymous, peak = rss_mib()
         service.storage.close()
         rows["cold start to initialize"] = [cold_start_ms(home, database_url) for _ in range(5)]
         rows["cold start to first recall (`mnemo recall`)"] = [cold_recall_ms(home, database_url) for _ in range(5)]
@@ -272,6 +274,7 @@ def measure(args: argparse.Namespace, database_url: str | None = None) -> dict[s
         "first_recall_s": index_load_s,
         "snapshot_s": snapshot_s,
         "rss_mib": rss,
+        "anonymous_mib": anonymous,
         "peak_rss_mib": peak,
         "load_average": os.getloadavg(),
         "latency": latency,
@@ -314,7 +317,8 @@ def main() -> None:
         )
         load = ", ".join(f"{x:.1f}" for x in result["load_average"])
         print(f"{backend}: {args.memories:,} memories {stored}; first recall {result['first_recall_s']:.2f} s"
-              f"{snapshot}; resident memory {result['rss_mib']:,.0f} MiB (peak {result['peak_rss_mib']:,.0f});"
+              f"{snapshot}; resident memory {result['rss_mib']:,.0f} MiB,"
+              f" {result['anonymous_mib']:,.0f} of it anonymous (peak {result['peak_rss_mib']:,.0f});"
               f" load average {load}")  # fmt: skip
     print()
     print("| operation | " + " | ".join(f"{b} p50 ms | {b} p95 ms" for b in backends) + " |")
