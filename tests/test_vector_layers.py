@@ -83,6 +83,15 @@ def test_recall_over_the_snapshot_finds_new_updated_and_not_forgotten_memories(l
     assert gone.id not in {hit.memory.id for hit in large.recall("practises kayak", limit=20).hits}
 
 
+def test_a_discarded_key_leaves_the_snapshot_s_answers(large: MemoryService):
+    index = layered(large)
+    query = FakeEmbedder().embed_query(fact(42))
+    best = index.search(query, 1)[0][0]
+    index.discard([best])
+    assert best not in [key for key, _ in index.search(query, 10)]
+    assert best not in index.vectors([best]) and best not in index.similarity(query, [best])
+
+
 def test_a_filtered_search_over_the_snapshot_returns_the_true_top_k_among_the_matching(large: MemoryService):
     index = layered(large)
     storage = large.searcher.storage

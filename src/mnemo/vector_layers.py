@@ -65,7 +65,7 @@ class LayeredIndex:
         self.graph_from = graph_from
         self._recent = VectorIndex(dimension)
         self._snapshot: Snapshot | None = None
-        self._discarded: set[int] = set()
+        self._discarded: frozenset[int] = frozenset()  # replaced, never changed: searches read it unlocked
         self._folder_mtime: int | None = None
         self._lock = threading.Lock()  # guards swapping the layers, and the choice to build
         self._builder: threading.Thread | None = None
@@ -147,7 +147,7 @@ class LayeredIndex:
 
     def discard(self, keys: Sequence[int]) -> None:
         with self._lock:
-            self._discarded.update(keys)
+            self._discarded = self._discarded.union(keys)
             recent = self._recent
         recent.discard(keys)
 
@@ -215,6 +215,7 @@ class LayeredIndex:
     def _current_mask(self, recent: VectorIndex, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """False for keys whose snapshot vector was replaced (re-embedded since) or discarded."""
         replaced = recent.held(keys)
-        if self._discarded:
-            replaced |= np.isin(keys, np.fromiter(self._discarded, dtype=np.int64))
+        discarded = self._discarded
+        if discarded:
+            replaced |= np.isin(keys, np.fromiter(discarded, dtype=np.int64, count=len(discarded)))
         return ~replaced
