@@ -238,6 +238,7 @@ def measure(args: argparse.Namespace, database_url: str | None = None) -> dict[s
         )
         users = [f"user_{i}" for i in range(100)]
         load_s = filled(home, args.memories, users, rng, database_url)
+        rng = random.Random()  # a kept store already holds the notes a fixed seed would store again
         service = open_service(Settings(home=home, database_url=database_url))
         embedder = service.embedder
         if embedder is None:
