@@ -3,9 +3,10 @@
 A snapshot is a folder named by the vector ``seq`` it covers (every vector the store held up to
 that seq, each under its storage key):
 
-- ``keys.npy``: the keys, sorted; ``vectors.npy``: their float32 vectors, row for row. Memory-mapped,
-  so opening costs nothing whatever the size and the pages a search touches are all it reads;
-  they score candidates exactly and search exactly among a filtered subset of keys.
+- ``keys.npy``: the keys, sorted (read whole: 8 bytes a vector, and every search looks keys up);
+  ``vectors.npy``: their float32 vectors, row for row, memory-mapped, so opening costs nothing
+  whatever the size and the pages a search touches are all it reads; they score candidates
+  exactly and search exactly among a filtered subset of keys.
 - ``graph.usearch``: an HNSW graph (usearch) over int8 copies of the vectors, also memory-mapped,
   which proposes candidates: RERANK_FACTOR x k of them, rescored from ``vectors.npy``.
 - ``meta.json``: the seq, the model and the dimension; written last, so a folder without it is a
@@ -76,7 +77,7 @@ class Snapshot:
     def __init__(self, folder: Path, meta: Meta) -> None:
         self.folder = folder
         self.meta = meta
-        self.keys: npt.NDArray[np.int64] = np.load(folder / "keys.npy", mmap_mode="r")
+        self.keys: npt.NDArray[np.int64] = np.load(folder / "keys.npy")  # 8 MB at 1,000,000: read, not mapped
         self.vectors: npt.NDArray[np.float32] = np.load(folder / "vectors.npy", mmap_mode="r")
         self._graph = _graph_class().restore(str(folder / "graph.usearch"), view=True)
         self._graph.expansion_search = EXPANSION_SEARCH
