@@ -132,7 +132,7 @@ def search(
         f" found AS ({' UNION '.join(matches)}),"
         f" docs AS (SELECT w.rowid, w.words, {TOKENS.format(words='w.words')}::float8 AS dl"
         "  FROM found f JOIN memories w ON w.rowid = f.rowid),"
-        " scored AS (SELECT d.rowid, SUM(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * d.dl / %s))) AS score"
+        " scored AS MATERIALIZED (SELECT d.rowid, SUM(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * d.dl / %s))) AS score"
         "  FROM docs d CROSS JOIN LATERAL"
         "  (SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS tf FROM unnest(d.words) AS u) AS t"
         "  JOIN q ON q.lexeme = t.lexeme GROUP BY d.rowid)"
