@@ -8,7 +8,8 @@ The data format and the metrics are README.md's "Evaluation data" (``benchmarks/
 builds LoCoMo's file from its public JSON).
 Each haystack gets a fresh store in a temporary directory and a ``ManualClock``; its memories go
 in through ``MemoryService.store`` with their own dates and *without* their category, so that
-enrichment detects it; then every query is asked through ``MemoryService.recall`` (limit 10).
+enrichment detects it, and with the session they were said in (LoCoMo's ``metadata.session``) as
+their ``context.session_id``; then every query is asked through ``MemoryService.recall`` (limit 10).
 
 Two rankings are measured on the same store:
 
@@ -231,6 +232,13 @@ class Loaded:
     newest: datetime
 
 
+def session_of(item: dict[str, Any]) -> str | None:
+    """The session a memory was made in, given as its ``context.session_id`` as an agent recording a
+    conversation would: LoCoMo's dialogue session (``metadata.session``); None for the other sets."""
+    session = (item.get("metadata") or {}).get("session")
+    return None if session is None else f"session {session}"
+
+
 def load_haystack(service: MemoryService, clock: ManualClock, memories: Sequence[dict[str, Any]]) -> Loaded:
     """Store every memory in data order, with its own date and without its category."""
     ids: dict[str, str] = {}
@@ -243,7 +251,7 @@ def load_haystack(service: MemoryService, clock: ManualClock, memories: Sequence
         try:
             stored = service.store(
                 item["content"],
-                context=Context(user_id=item.get("user_id")),
+                context=Context(user_id=item.get("user_id"), session_id=session_of(item)),
                 timestamp=created,
                 subject=item.get("subject"),
                 tags=item.get("tags") or (),

@@ -17,7 +17,7 @@ from mnemo.embed.fake import FakeEmbedder
 from mnemo.errors import Duplicate, EmbeddingError
 from mnemo.model import Context
 from mnemo.query import Filters
-from mnemo.search import HYBRID
+from mnemo.search import HYBRID, REPLY_SHARE, REPLY_WITHIN
 from mnemo.service import MemoryService
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
@@ -256,3 +256,68 @@ def test_us_in_a_question_does_not_match_uses_by_its_stem(service: MemoryService
     assert [h.memory.content for h in service.recall("What does the team use?").hits] == [
         "The team uses Postgres for billing"
     ]
+
+
+def _conversation(svc: MemoryService, session: str | None, turns: list[str]) -> list[str]:
+    """Store the turns in order, in one session (None: with no session), and return their ids."""
+    return [svc.store(turn, context=Context(session_id=session)).memory.id for turn in turns]
+
+
+TURNS = [
+    "Melanie: what did you paint for the autumn exhibition?",  # the question a query echoes
+    "Caroline: a harbour at dusk with fishing boats",  # the answer, sharing no word with the query
+    "Caroline: it took me three weekends",
+    "Melanie: the gallery opens on Friday",  # three turns on: not lifted
+]
+
+
+def test_the_memories_that_follow_a_hit_in_its_session_share_its_relevance(hybrid: MemoryService):
+    question, answer, after, later = _conversation(hybrid, "autumn chat", TURNS)
+    hits = {h.memory.id: h.scores.semantic_similarity for h in hybrid.recall("paint autumn exhibition").hits}
+    assert hits[answer] == pytest.approx(REPLY_SHARE * hits[question])
+    assert hits[after] == pytest.approx(REPLY_SHARE * hits[question])
+    assert hits.get(later, 0.0) < REPLY_SHARE * hits[question]
+
+
+def test_memories_without_a_session_keep_their_own_relevance(hybrid: MemoryService):
+    question, answer, after, _ = _conversation(hybrid, None, TURNS)
+    hits = {h.memory.id: h.scores.semantic_similarity for h in hybrid.recall("paint autumn exhibition").hits}
+    assert max(hits.get(answer, 0.0), hits.get(after, 0.0)) < REPLY_SHARE * hits[question]
+
+
+def test_only_the_hit_s_own_session_after_it_shares_its_relevance(hybrid: MemoryService):
+    before = hybrid.store("Caroline: a harbour at dusk with fishing boats", context=Context(session_id="s")).memory.id
+    question = hybrid.store(TURNS[0], context=Context(session_id="s")).memory.id
+    elsewhere = hybrid.store("Caroline: it took me three weekends", context=Context(session_id="t")).memory.id
+    hits = {h.memory.id: h.scores.semantic_similarity for h in hybrid.recall("paint autumn exhibition").hits}
+    assert max(hits.get(before, 0.0), hits.get(elsewhere, 0.0)) < REPLY_SHARE * hits[question]
+
+
+def test_a_follower_the_filters_leave_out_stays_out(hybrid: MemoryService):
+    question, answer, after, _ = _conversation(hybrid, "autumn chat", TURNS)
+    hybrid.forget(answer)
+    ids = [h.memory.id for h in hybrid.recall("paint autumn exhibition").hits]
+    assert question in ids and after in ids and answer not in ids
+
+
+def test_storage_gives_the_next_memories_of_a_session_in_the_order_they_were_made(hybrid: MemoryService):
+    early = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+
+    def said(text: str, session: str | None, at: datetime = early) -> str:
+        return hybrid.store(text, context=Context(session_id=session), timestamp=at).memory.id
+
+    first, second, third, fourth = (said(f"the {n} turn", "s") for n in ("first", "second", "third", "fourth"))
+    opening = said("said before all of them", "s", early.replace(hour=8, minute=55))  # stored last, made first
+    alone = said("said an hour before", "s", early.replace(hour=8))  # nothing follows it within ten minutes
+    other = said("another session's turn", "t")
+    loose = said("a memory of no session", None)
+    now = Filters(now=hybrid.clock.now())
+    key = {memory_id: k for k, memory_id in hybrid.storage.keys_passing(hybrid.storage.keys_matching(now), now).items()}
+    asked = [key[m] for m in (opening, second, fourth, other, loose, alone)]
+    following = hybrid.storage.following_in_session(asked, 2, REPLY_WITHIN)
+    assert following == {key[opening]: [key[first], key[second]], key[second]: [key[third], key[fourth]]}
+
+
+def test_a_search_for_matching_memories_leaves_the_followers_out(hybrid: MemoryService):
+    question = _conversation(hybrid, "autumn chat", TURNS)[0]
+    assert [m.id for m in hybrid.query(search="paint autumn exhibition").memories] == [question]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -163,6 +163,8 @@ class Storage(Protocol):
     def keys_matching(self, filters: Filters) -> list[int]: ...
     def subjects_among(self, keys: Sequence[str]) -> set[str]: ...
     def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]: ...
+    # for each key in a session: the keys of the next ``count`` memories of that session, in order made
+    def following_in_session(self, keys: Sequence[int], count: int, within: timedelta) -> dict[int, list[int]]: ...
     def vector_bytes(self, filters: Filters | None = None) -> int: ...
     def vector_search(self) -> VectorSearch | None: ...  # None: the engine keeps an index in memory
     def index_folder(self) -> Path | None: ...  # where that index may keep files, rebuilt from the store at will

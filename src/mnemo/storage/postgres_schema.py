@@ -189,7 +189,13 @@ def m001_create_tables(db: psycopg.Connection) -> None:
     """)  # type: ignore[call-overload]  # a constant script, not built from input
 
 
-MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [m001_create_tables]
+def m002_session_index(db: psycopg.Connection) -> None:
+    """An index of memories by session, in the order they were made, for recall's look at the memories
+    that follow a hit in its session (search.py, FOLLOWING)."""
+    db.execute("CREATE INDEX memories_session ON memories(session_id, created_at, rowid) WHERE session_id IS NOT NULL")
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [m001_create_tables, m002_session_index]
 _LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock that migrations (of any store) run under
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from mnemo.errors import Conflict, Duplicate
@@ -327,6 +327,30 @@ class SQLStore(ABC):
     def keys_matching(self, filters: Filters) -> list[int]:
         where, params = sql.where(filters, self._dialect)
         return [key for (key,) in self._rows(f"SELECT m.rowid FROM memories m WHERE {where}", params)]
+
+    def following_in_session(self, keys: Sequence[int], count: int, within: timedelta) -> dict[int, list[int]]:
+        """For each of these memories that belongs to a session, the next ``count`` of that session's
+        memories made at most ``within`` after it, in the order they were made (created_at, then as
+        stored); of any status. One indexed query per memory, whatever the session's length."""
+        if not keys or count <= 0:
+            return {}
+        time, read = self._dialect.time, self._dialect.read_time
+        following: dict[int, list[int]] = {}
+        with self._read() as db:
+            hits = db.execute(
+                self._q(f"SELECT rowid, session_id, created_at FROM memories WHERE rowid IN ({self._marks(len(keys))})"
+                        " AND session_id IS NOT NULL"),
+                list(keys),
+            ).fetchall()  # fmt: skip
+            for hit, session, made in hits:
+                rows = db.execute(
+                    self._q("SELECT rowid FROM memories WHERE session_id = ? AND created_at >= ? AND created_at <= ?"
+                            " AND (created_at > ? OR rowid > ?) ORDER BY created_at, rowid LIMIT ?"),
+                    [session, made, time(read(made) + within), made, hit, count],
+                ).fetchall()  # fmt: skip
+                if rows:
+                    following[hit] = [key for (key,) in rows]
+        return following
 
     def subjects_among(self, keys: Sequence[str]) -> set[str]:
         """Which of these subject keys some memory of the store has (an index lookup each)."""

@@ -306,6 +306,12 @@ def m007_jobs(db: sqlite3.Connection) -> None:
     )
 
 
+def m008_session_index(db: sqlite3.Connection) -> None:
+    """An index of memories by session, in the order they were made, for recall's look at the memories
+    that follow a hit in its session (search.py, FOLLOWING)."""
+    _run(db, "CREATE INDEX memories_session ON memories(session_id, created_at) WHERE session_id IS NOT NULL;")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
@@ -314,4 +320,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m005_archive_tiers,
     m006_request_ledgers,
     m007_jobs,
+    m008_session_index,
 ]
