@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from mnemo import vector_layers
+from mnemo import vector_graph, vector_layers
 from mnemo.app import open_service, restore_store
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
@@ -275,3 +275,24 @@ def test_the_model_s_runtime_loads_after_a_snapshot_was_opened(settings: Setting
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["alive"]
+
+
+def test_a_snapshot_that_cannot_be_written_is_not_tried_again_at_every_search(
+    settings: Settings, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+):
+    attempts = []
+
+    def failing(*args: object) -> None:
+        attempts.append(args)
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(vector_graph, "build", failing)
+    service = open_service(settings.model_copy(update={"vector_graph_from": 10}), clock=clock, embedder=FakeEmbedder())
+    try:
+        for i in range(30):
+            service.store(fact(i))
+            layered(service).settle()
+        assert len(attempts) == 1  # then it waits RETRY_AFTER_S; recall still answers from memory
+        assert service.recall(fact(3), limit=1).hits[0].memory.content == fact(3)
+    finally:
+        service.storage.close()

@@ -4,9 +4,9 @@ Up to GRAPH_FROM vectors, everything is in ``VectorIndex`` (exact, in memory). P
 snapshot on disk (``vector_graph``: a graph for candidates, float32 rows to rescore them, both
 memory-mapped) holds every vector up to some ``seq``, and ``VectorIndex`` holds only the ones
 stored after it. A search asks both and keeps the best; a key in the recent layer (re-embedded
-since the snapshot) or discarded is ignored in the snapshot. When the recent layer reaches
-a share of the snapshot's size, a background thread writes the next snapshot from the last one plus the
-recent vectors (one process at a time, under a lock file); every process, this one included,
+since the snapshot) or discarded is ignored in the snapshot. When the recent layer reaches a
+share of the snapshot's size, a background thread writes the next snapshot from the last one plus
+the recent vectors (one process at a time, under a lock file); every process, this one included,
 moves to a newer snapshot on its next refresh, which notices it by the folder's mtime.
 
 So start-up reads only the vectors since the last snapshot, whatever the store's size; writes by
@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,9 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Vectors from which a store's index is a snapshot plus the recent ones: below, an exact scan in
-# memory answers within a few ms (benchmarks/latency.py at 100,000: recall p95 16.8 ms) and its
-# start-up read is short; above, both grow with the store.
+# Vectors from which a store's index is a snapshot plus the recent ones. Below, the scan in memory
+# takes a couple of ms and reading every vector at start-up about a second; above, both grow with
+# the store (1.5 GB and 12 s at 1,000,000: benchmarks/latency.py, "Large stores" in the README).
 GRAPH_FROM = 100_000
 # The recent layer holds up to this share of GRAPH_FROM, or of the snapshot's size if larger,
 # before the next snapshot is written: a snapshot rewrites every vector file (1.5 GB at 1,000,000),
@@ -47,6 +48,7 @@ REBUILD_SHARE = 0.2
 # A filtered search among more keys of the snapshot than this asks the graph for enough
 # candidates to hold k of them; among fewer, it scans their rows: 20,000 rows of 1.5 KB take ~5 ms.
 EXACT_AMONG_UP_TO = 20_000
+RETRY_AFTER_S = 600.0  # after a snapshot could not be written (a full disk?), before trying again
 
 
 class LayeredIndex:
@@ -69,6 +71,7 @@ class LayeredIndex:
         self._folder_mtime: int | None = None
         self._lock = threading.Lock()  # guards swapping the layers, and the choice to build
         self._builder: threading.Thread | None = None
+        self._retry_at = 0.0  # time.monotonic() before which no snapshot is attempted (after a failure)
 
     @property
     def snapshot_seq(self) -> int | None:
@@ -97,7 +100,8 @@ class LayeredIndex:
                 if snapshot is None
                 else max(1, int(REBUILD_SHARE * max(self.graph_from, snapshot.meta.count)))
             )
-            if due and (self._builder is None or not self._builder.is_alive()):
+            idle = self._builder is None or not self._builder.is_alive()
+            if due and idle and time.monotonic() >= self._retry_at:
                 self._builder = threading.Thread(
                     target=self._build_quietly, args=(storage,), name="mnemo-vector-snapshot", daemon=True
                 )
@@ -120,7 +124,8 @@ class LayeredIndex:
     def _build_quietly(self, storage: Storage) -> None:
         try:
             self.build(storage)
-        except Exception:  # the layers in use still answer; the next refresh tries again
+        except Exception:  # the layers in use still answer; a refresh tries again later
+            self._retry_at = time.monotonic() + RETRY_AFTER_S
             log.exception("could not write the vector index snapshot in %s", self.folder)
 
     def _adopt_newer_snapshot(self, storage: Storage) -> None:
