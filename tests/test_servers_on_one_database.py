@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import serve_env
+from conftest import serve_env, sqlite_only
 from mcp_calls import structured
 from mnemo.config import Settings
 from spec003 import add, body
@@ -85,5 +85,30 @@ async def test_a_memory_stored_through_one_server_is_recalled_by_meaning_through
         assert not found.get("warnings")
         # And the other way round, for a memory stored after the second server's first search.
         later = await store(second, "Liam is allergic to peanuts")
+        again = await structured(first, "recall_memories", query="nut allergy", limit=1)
+        assert again["memories"][0]["memory_id"] == later
+
+
+@sqlite_only  # the vector index's snapshot files beside a SQLite store (PostgreSQL searches in SQL)
+async def test_servers_past_the_vector_graph_threshold_share_its_snapshot_and_each_others_writes(
+    settings: Settings, installed_model: Path
+):
+    async with AsyncExitStack() as stack:
+        first, second = await _servers(stack, settings, "full", 2, MNEMO_EMBEDDER="local", MNEMO_VECTOR_GRAPH_FROM="20")
+        topics = ["the harbour", "sourdough", "chess openings", "the garden shed", "tax forms", "a cello"]
+        for i in range(30):
+            await store(first, f"Note {i}: the user mentioned {topics[i % len(topics)]} on day {i}")
+        lactose = await store(first, "Emma is lactose intolerant")
+        folder = settings.home / "stores" / "default" / "vector-index"
+        for _ in range(300):  # the first server writes the snapshot in the background
+            if any(entry.name.isdigit() for entry in folder.iterdir()) if folder.is_dir() else False:
+                break
+            await structured(first, "recall_memories", query="anything", limit=1)
+            await asyncio.sleep(0.1)
+        assert any(entry.name.isdigit() for entry in folder.iterdir()), "a snapshot was written"
+
+        found = await structured(second, "recall_memories", query="which dairy products should Emma avoid", limit=3)
+        assert found["memories"][0]["memory_id"] == lactose
+        later = await store(second, "Liam is allergic to peanuts")  # after the snapshot: the recent layer
         again = await structured(first, "recall_memories", query="nut allergy", limit=1)
         assert again["memories"][0]["memory_id"] == later
