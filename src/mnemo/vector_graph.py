@@ -158,10 +158,10 @@ def build(folder: Path, storage: Storage, model: str, dimension: int, previous: 
     )
     if previous is not None:
         graph.load(str(previous.folder / "graph.usearch"))
-        stale = previous.keys[~np.isin(previous.keys, live) | np.isin(previous.keys, renewed)]
-        if len(stale):
-            graph.remove(stale.astype(np.uint64))
-        kept = np.flatnonzero(~np.isin(previous.keys, stale))
+        stale = ~np.isin(previous.keys, live) | np.isin(previous.keys, renewed)  # gone, or re-embedded since
+        if stale.any():
+            graph.remove(previous.keys[stale].astype(np.uint64))
+        kept = np.flatnonzero(~stale)
         for start in range(0, len(kept), COPY_BATCH):
             rows = kept[start : start + COPY_BATCH]
             keys[count : count + len(rows)] = previous.keys[rows]
@@ -171,7 +171,7 @@ def build(folder: Path, storage: Storage, model: str, dimension: int, previous: 
         end = min(start + COPY_BATCH, len(renewed))
         graph.add(renewed[start:end].astype(np.uint64), np.asarray(vectors[start:end]))
     graph.save(str(work / "graph.usearch"))
-    _write_sorted(work, keys[:count], vectors, count)
+    _write_sorted(work, keys[:count], vectors)
     meta = Meta(seq=seq, model=model, dimension=dimension, count=count)
     (work / META).write_text(json.dumps(asdict(meta)))
     for path in [*work.iterdir(), work]:
@@ -185,12 +185,12 @@ def build(folder: Path, storage: Storage, model: str, dimension: int, previous: 
     return meta
 
 
-def _write_sorted(work: Path, keys: npt.NDArray[np.int64], unsorted: npt.NDArray[np.float32], count: int) -> None:
+def _write_sorted(work: Path, keys: npt.NDArray[np.int64], unsorted: npt.NDArray[np.float32]) -> None:
     """keys.npy sorted, and vectors.npy in the same order, copied in batches from the unsorted rows."""
     order = np.argsort(keys, kind="stable")
     np.save(work / "keys.npy", keys[order])
-    out = np.lib.format.open_memmap(work / "vectors.npy", "w+", np.float32, (count, unsorted.shape[1]))
-    for start in range(0, count, COPY_BATCH):
+    out = np.lib.format.open_memmap(work / "vectors.npy", "w+", np.float32, (len(keys), unsorted.shape[1]))
+    for start in range(0, len(keys), COPY_BATCH):
         rows = order[start : start + COPY_BATCH]
         out[start : start + len(rows)] = unsorted[rows]
     out.flush()
