@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 from mcp import Client
@@ -16,7 +17,10 @@ from mcp_calls import structured as call
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.model import Context, subject_key
+from mnemo.query import RankFields
 from mnemo.server import build_server
+from mnemo.superseded import same_subject
 
 OLDER = "Liam lives in Boston."
 NEWER = "Liam moved to Denver in March for a new job."
@@ -77,6 +81,46 @@ def test_at_default_weights_an_update_keeps_the_importance_and_use_of_the_fact_i
         clock.advance(days=30)
         service.store(NEWER, subject="Liam", importance=0.3)
         ranked = [hit.memory.content for hit in service.recall("Where does Liam live?").hits]  # default weights
+        assert ranked.index(NEWER) < ranked.index(OLDER)
+    finally:
+        service.storage.close()
+
+
+def test_an_update_written_by_another_user_of_the_store_comes_first(tmp_path, installed_model, clock):
+    """Two parents keep notes on their daughter: the newer note is the update whoever wrote it, and
+    "this school year" asks about now."""
+    service = open_service(Settings(home=tmp_path / "home", embedder="local", model_dir=installed_model), clock=clock)
+    try:
+        older = "Emma's teacher this year is Ms. Alvarez."
+        newer = "Emma started 4th grade; her new teacher is Mr. Kowalski."
+        service.store(older, subject="Emma", context=Context(user_id="dad"))
+        clock.advance(days=365)
+        service.store(newer, subject="Emma", context=Context(user_id="mum"))
+        ranked = [hit.memory.content for hit in service.recall("Who is Emma's teacher this school year?").hits]
+        assert ranked.index(newer) < ranked.index(older)
+    finally:
+        service.storage.close()
+
+
+def test_two_users_own_subject_user_are_two_people():
+    def fields(user_id: str, subject: str) -> RankFields:
+        moment = datetime(2026, 1, 1, tzinfo=UTC)
+        return RankFields(moment, 0.5, 0, moment, user_id, subject_key(subject))
+
+    assert same_subject(fields("u1", "Emma"), fields("u3", "emma"))
+    assert same_subject(fields("u1", "User"), fields("u1", "user"))
+    assert not same_subject(fields("u1", "User"), fields("u3", "User"))
+    assert not same_subject(fields("u1", "Emma"), fields("u1", "Liam"))
+
+
+def test_a_question_about_this_year_asks_about_now(tmp_path, installed_model):
+    clock = ManualClock(datetime(2026, 2, 1, tzinfo=UTC))
+    service = open_service(Settings(home=tmp_path / "home", embedder="local", model_dir=installed_model), clock=clock)
+    try:
+        service.store(OLDER, subject="Liam")
+        clock.advance(days=150)
+        service.store(NEWER, subject="Liam")
+        ranked = [hit.memory.content for hit in service.recall("Where does Liam live this year?").hits]
         assert ranked.index(NEWER) < ranked.index(OLDER)
     finally:
         service.storage.close()

@@ -230,7 +230,8 @@ class Searcher:
         period = stretch(query, filters.now)
         given = _Features(calibration, cosines, text, names, period)
         found = self._candidates(ids, given, filters)
-        if period is None and not superseded.asks_about_the_past(query):  # about now: updates come first
+        reaches_now = period is None or period[1] > filters.now  # "this year" asks about now too
+        if reaches_now and not superseded.asks_about_the_past(query):  # about now: updates come first
             keys = [c.key for c in sorted(found, key=lambda c: -c.relevance)[: superseded.EXAMINED]]
             found = superseded.newest_first(found, self.storage.rank_fields(keys), self.index.vectors(keys))
         return Found(self._with_followers(found, given, vector, filters) if followers else found, embedded=True)

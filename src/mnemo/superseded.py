@@ -7,8 +7,8 @@ reads first is out of date: on agent-memory's dev set the newest fact came first
 current-state questions (6 of 25 on our validation set).
 
 So among the EXAMINED most relevant candidates, a candidate that probably updates an older one
-(the same user and subject, created later, close in meaning: a cosine of the two memories of at
-least SAME_TOPIC) takes that one's relevance and is placed just above it, and names it
+(the same subject, created later, close in meaning: a cosine of the two memories of at least
+SAME_TOPIC) takes that one's relevance and is placed just above it, and names it
 (``Candidate.updates``) so that recall's ranking gives it the older one's importance and use when
 higher (engine.recall.inherited): at the default weights those priors kept the stale fact first. Only the order of
 those first candidates changes, never which memories they are, so recall at EXAMINED and beyond
@@ -47,6 +47,20 @@ def asks_about_the_past(question: str) -> bool:
     return _PAST_TENSE.search(question) is not None
 
 
+# Who wrote a note does not matter to what it updates (two parents keep notes on their daughter),
+# except for subjects that name the writer: two users' "User" are two people. Letting another
+# user's note be the update raised agent-memory dev's newest-first from 0.56 to 0.64 (validation
+# set unchanged at 0.51, MRR +0.001; LoCoMo unchanged).
+SELF_SUBJECTS = frozenset(("user", "the user", "me", "i", "myself"))
+
+
+def same_subject(one: RankFields, other: RankFields) -> bool:
+    """Whether two memories are about one subject: the same subject, and the same writer when it is the writer."""
+    if one.subject_key != other.subject_key:
+        return False
+    return one.subject_key not in SELF_SUBJECTS or one.user_id == other.user_id
+
+
 def newest_first(
     candidates: Sequence[Candidate], fields: Mapping[int, RankFields], vectors: Mapping[int, Vectors]
 ) -> list[Candidate]:
@@ -70,8 +84,7 @@ def newest_first(
             for older in range(newer)
             if similar[newer, older] >= SAME_TOPIC
             and fields[known[older].key].created_at < about.created_at
-            and (fields[known[older].key].user_id, fields[known[older].key].subject_key)
-            == (about.user_id, about.subject_key)
+            and same_subject(fields[known[older].key], about)
         ]
         if updated:
             best, older_key = max(updated)
