@@ -213,7 +213,7 @@ def remove_older(folder: Path, keep: Path) -> None:
         if entry == keep or not entry.is_dir():
             continue
         if entry.name.startswith(".building-"):
-            pid = entry.name.split("-")[2]
+            pid = entry.name.split("-")[1]  # .building-<pid>-<seq>
             if pid.isdigit() and _alive(int(pid)):
                 continue
         elif not entry.name.isdigit() or int(entry.name) >= int(keep.name):
