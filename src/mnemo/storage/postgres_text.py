@@ -9,9 +9,11 @@ and a memory's score is the sum over the terms it holds of
 words the memory's tsvector was made of (its positions). On the dev sets recall's R@5 is within
 0.01 of SQLite's (README, "PostgreSQL"). What still differs from FTS5: English stems come from
 Snowball rather than Porter, and its three columns (content, tags, automatic tags) are one
-document; ``N``, ``avgdl`` and the document frequencies are read afresh for each search of a store
-under 10,000 memories, and at most once a minute per process in a larger one (BM25 needs their
-order of magnitude, not their last digit).
+document. ``N`` and ``avgdl`` come from totals that triggers keep as memories are written
+(postgres_schema.m003_word_totals), so a new process's first search costs no pass over the store;
+document frequencies are counted afresh for each search of a store under 10,000 memories and at
+most once a minute per process in a larger one, exactly up to COUNT_UP_TO and estimated from the
+newest memories beyond (BM25 needs their order of magnitude, not their last digit).
 
 Like the SQLite backend, when a term is common only the newest ``cap`` memories holding common
 terms alone are ranked (``sql.rare_and_common``).
@@ -28,14 +30,17 @@ from typing import Any
 import psycopg
 
 from mnemo.storage import sql
-from mnemo.storage.postgres_schema import WORDS_CONFIG
+from mnemo.storage.postgres_schema import TOKENS, WORDS_CONFIG
 
-# How many words a tsvector was made of (its positions), as FTS5 measures a document's length.
-TOKENS = "(SELECT COALESCE(sum(COALESCE(array_length(p.positions, 1), 1)), 0) FROM unnest({words}) AS p)"
 K1 = 1.2
 B = 0.75
 STATS_TTL_S = 60.0
-EXACT_BELOW = 10_000  # a store of fewer memories is counted afresh for every search (a few ms)
+EXACT_BELOW = 10_000  # in a store of fewer memories document frequencies are counted afresh for every search
+# A lexeme held by more memories than this is counted in the newest SAMPLE instead: at N = 1,000,000
+# its idf is at most ln(50) = 3.9 and a 2% share of the sample is some 400 hits, so the estimate's
+# error (about 5%) moves idf by about 0.05. Counting it exactly took a pass over all its memories.
+COUNT_UP_TO = 20_000
+SAMPLE = 20_000
 
 
 def tsquery_any(lexemes: Sequence[str]) -> str:
@@ -44,41 +49,40 @@ def tsquery_any(lexemes: Sequence[str]) -> str:
 
 
 class WordStats:
-    """The store's BM25 statistics as this process last read them: N, avgdl, and df per lexeme."""
+    """The store's BM25 statistics: N and avgdl read from the totals the triggers keep (m003), and
+    the document frequency of each lexeme, as this process last counted it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._totals: tuple[float, int, float] | None = None  # read at, N, avgdl
-        self._df: dict[str, tuple[float, int]] = {}  # lexeme: read at, df (counted up to a cap)
+        self._df: dict[str, tuple[float, int]] = {}  # lexeme: counted at, df
 
-    def totals(self, db: psycopg.Connection) -> tuple[int, float]:
+    @staticmethod
+    def totals(db: psycopg.Connection) -> tuple[int, float]:
+        """N (memories with words) and avgdl (their mean length in words)."""
+        n, tokens = db.execute(
+            "SELECT COALESCE(sum(documents), 0), COALESCE(sum(tokens), 0) FROM word_totals"
+        ).fetchone()  # type: ignore[misc]
+        return int(n), (float(tokens) / int(n) if n else 0.0) or 1.0
+
+    def document_frequencies(self, db: psycopg.Connection, lexemes: Sequence[str], n: int) -> dict[str, int]:
+        """How many memories hold each lexeme: counted exactly up to COUNT_UP_TO, estimated beyond."""
         now = time.monotonic()
         with self._lock:
-            if self._totals is not None and now - self._totals[0] < STATS_TTL_S and self._totals[1] >= EXACT_BELOW:
-                return self._totals[1], self._totals[2]
-        row = db.execute(
-            f"SELECT count(*), COALESCE(avg({TOKENS.format(words='words')}), 1) FROM memories WHERE words IS NOT NULL"
-        )
-        n, avgdl = row.fetchone() or (0, 1.0)
-        with self._lock:
-            self._totals = (now, int(n), float(avgdl) or 1.0)
-        return int(n), float(avgdl) or 1.0
-
-    def document_frequencies(self, db: psycopg.Connection, lexemes: Sequence[str]) -> dict[str, int]:
-        now = time.monotonic()
-        with self._lock:
-            fresh = self._totals is not None and self._totals[1] >= EXACT_BELOW
             known = {
-                lex: df for lex, (at, df) in self._df.items() if fresh and lex in lexemes and now - at < STATS_TTL_S
+                lex: df
+                for lex, (at, df) in self._df.items()
+                if n >= EXACT_BELOW and lex in lexemes and now - at < STATS_TTL_S
             }
         missing = [lex for lex in lexemes if lex not in known]
         if missing:
             rows = db.execute(
-                "SELECT q.lexeme, (SELECT count(*) FROM memories WHERE words @@ q.lexeme::tsquery)"
+                "SELECT (SELECT count(*) FROM (SELECT 1 FROM memories WHERE words @@ q.lexeme::tsquery LIMIT %s) AS c)"
                 " FROM unnest(%s::text[]) AS q(lexeme)",
-                ([tsquery_any([lex]) for lex in missing],),
+                (COUNT_UP_TO, [tsquery_any([lex]) for lex in missing]),
             ).fetchall()
-            counted = dict(zip(missing, (int(df) for _, df in rows), strict=True))
+            counted = {lex: int(df) for lex, (df,) in zip(missing, rows, strict=True)}
+            for lex in [lex for lex, df in counted.items() if df >= COUNT_UP_TO]:
+                counted[lex] = max(COUNT_UP_TO, _estimated(db, lex, n))
             with self._lock:
                 self._df.update({lex: (now, df) for lex, df in counted.items()})
                 if len(self._df) > 10_000:  # a long-running server meets many words: keep the recent
@@ -86,10 +90,15 @@ class WordStats:
             known |= counted
         return known
 
-    def forget(self) -> None:
-        with self._lock:
-            self._totals = None
-            self._df.clear()
+
+def _estimated(db: psycopg.Connection, lexeme: str, n: int) -> int:
+    """A common lexeme's document frequency, from its share of the newest SAMPLE memories with words."""
+    hits, sampled = db.execute(
+        "SELECT count(*) FILTER (WHERE words @@ %s::tsquery), count(*) FROM"
+        " (SELECT words FROM memories WHERE words IS NOT NULL ORDER BY rowid DESC LIMIT %s) AS newest",
+        (tsquery_any([lexeme]), SAMPLE),
+    ).fetchone()  # type: ignore[misc]
+    return round(n * hits / sampled) if sampled else 0
 
 
 def lexemes_of(db: psycopg.Connection, terms: Sequence[str]) -> list[str]:
@@ -116,7 +125,7 @@ def search(
     if not lexemes:
         return []
     n, avgdl = stats.totals(db)
-    df = stats.document_frequencies(db, lexemes)
+    df = stats.document_frequencies(db, lexemes, n)
     rare, common = sql.rare_and_common({lex: min(df[lex], cap + 1) for lex in lexemes}, cap)
     matches: list[str] = []
     match_params: list[Any] = []

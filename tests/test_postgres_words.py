@@ -1,0 +1,115 @@
+"""BM25's statistics on PostgreSQL: the totals the triggers keep (postgres_schema.m003_word_totals)
+and the document frequencies counted up to a bound and estimated beyond it (postgres_text).
+
+Against a real PostgreSQL: every total is compared with a count over the memories themselves,
+the way word search read it before the triggers kept it.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from mnemo.app import open_service
+from mnemo.config import Settings
+from mnemo.engine.results import TagEdit
+from mnemo.service import MemoryService
+from mnemo.storage import postgres_text
+from mnemo.storage.postgres_schema import TOKENS, schema_name
+
+RECOUNT = f"SELECT count(*), COALESCE(sum({TOKENS.format(words='words')}), 0) FROM memories WHERE words IS NOT NULL"
+KEPT = "SELECT COALESCE(sum(documents), 0), COALESCE(sum(tokens), 0) FROM word_totals"
+
+
+def _service(tmp_path: Path, url: str) -> MemoryService:
+    return open_service(Settings(home=tmp_path / "home", embedder="none", database_url=url))
+
+
+def _db(url: str) -> psycopg.Connection:
+    db = psycopg.connect(url, autocommit=True)
+    db.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema_name("default"))))
+    return db
+
+
+def _totals(url: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    with _db(url) as db:
+        return tuple(db.execute(KEPT).fetchone()), tuple(db.execute(RECOUNT).fetchone())  # type: ignore[return-value]
+
+
+def test_the_totals_follow_stores_updates_and_deletions(tmp_path: Path, postgres_url: str):
+    service = _service(tmp_path, postgres_url)
+    try:
+        ids = [service.store(f"Note {i}: the boiler was serviced on a {i} of the month.").memory.id for i in range(6)]
+        service.update(ids[0], content="A much longer note now, with many more words in it than it had before.")
+        service.update(ids[1], tags=TagEdit(add=("plumbing", "heating")))  # tags are words too
+        service.recall("boiler")  # an access count changes no words
+        with _db(postgres_url) as db:
+            db.execute("DELETE FROM memories WHERE id = %s", (ids[2],))
+        kept, recounted = _totals(postgres_url)
+        assert kept == recounted
+        assert kept[0] == 5
+    finally:
+        service.storage.close()
+
+
+def test_writers_in_several_sessions_lose_no_change_to_the_totals(tmp_path: Path, postgres_url: str):
+    services = [_service(tmp_path, postgres_url) for _ in range(4)]
+    try:
+
+        def write(service: MemoryService, writer: int) -> None:
+            for i in range(25):
+                service.store(f"Writer {writer} wrote note number {i} about the garden shed.")
+
+        threads = [threading.Thread(target=write, args=(s, n)) for n, s in enumerate(services)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        kept, recounted = _totals(postgres_url)
+        assert kept == recounted == (100, recounted[1])
+    finally:
+        for service in services:
+            service.storage.close()
+
+
+def test_a_store_made_before_the_totals_gets_them_from_its_memories(tmp_path: Path, postgres_url: str):
+    service = _service(tmp_path, postgres_url)
+    for i in range(5):
+        service.store(f"Memory {i} from before the upgrade, about apples and pears.")
+    service.storage.close()
+    with _db(postgres_url) as db:  # the store as m002 left it
+        db.execute("DROP TABLE word_totals")
+        for name in ("added", "removed", "changed"):
+            db.execute(f"DROP FUNCTION word_totals_{name}() CASCADE")  # type: ignore[call-overload]
+        db.execute("DELETE FROM migrations WHERE name = 'm003_word_totals'")
+        db.execute("UPDATE memories SET content = content || ' and a few more words'")  # uncounted
+    reopened = _service(tmp_path, postgres_url)
+    try:
+        kept, recounted = _totals(postgres_url)
+        assert kept == recounted
+        assert kept[0] == 5
+        assert [hit.memory.content for hit in reopened.recall("pears", limit=3).hits]
+    finally:
+        reopened.storage.close()
+
+
+def test_a_common_word_is_estimated_from_the_newest_memories(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(postgres_text, "COUNT_UP_TO", 5)
+    monkeypatch.setattr(postgres_text, "SAMPLE", 10)
+    service = _service(tmp_path, postgres_url)
+    try:
+        for i in range(40):  # "kettle" in every other memory, "teapot" in three
+            service.store(f"Entry {i}: " + ("the kettle" if i % 2 else "a teacup") + (" and teapot" if i < 3 else ""))
+        with _db(postgres_url) as db:
+            n, _ = postgres_text.WordStats.totals(db)
+            df = postgres_text.WordStats().document_frequencies(db, ["kettl", "teapot"], n)
+        assert n == 40
+        assert df == {"kettl": 20, "teapot": 3}  # 5 of the newest 10 hold it: half of 40; the rare one counted
+    finally:
+        service.storage.close()
