@@ -104,15 +104,16 @@ class CategoryReadout:
 
     @classmethod
     def cached(
-        cls, embedder: Embedder, kinds: Sequence[str], rules: RuleScores, cache_dirs: Iterable[Path]
+        cls, embedder: Embedder, kinds: Sequence[str], rules: RuleScores, rules_recipe: str, cache_dirs: Iterable[Path]
     ) -> CategoryReadout:
-        """Fitted once per model, examples and rules, then read back from the first folder that has it.
+        """Fitted once per model, examples and rules (``rules_recipe`` names them), then read back from
+        the first folder that has it.
 
         A fit made here is kept in the first folder that takes the file; if none does, it is still used.
         """
         folders = list(cache_dirs)
         recipe = json.dumps(
-            [embedder.name, kinds, PROTOTYPES, NOTES, [rules(text) for text in cls.examples(kinds)[0]],
+            [embedder.name, kinds, PROTOTYPES, NOTES, rules_recipe,
              FEATURES_VERSION, VOCABULARY_MIN_COUNT, RULE_SCALE, FIT_STEPS, FIT_STEP_SIZE, FIT_L2],
             sort_keys=True,
         )  # fmt: skip

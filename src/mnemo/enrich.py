@@ -241,6 +241,10 @@ _RULES: tuple[tuple[str, str, float], ...] = (
 )  # fmt: skip
 
 
+# What the rules are, for the name of the read-out's kept fit: a change to them makes a new fit.
+RULES_RECIPE = repr((_RULES, STATEMENT_WEIGHT, RULE_CHARS))
+
+
 @cache
 def _compiled_rules() -> tuple[tuple[re.Pattern[str], str, float], ...]:
     """Compiled on first use: some 20 ms that a starting server need not spend before its handshake."""
@@ -302,7 +306,9 @@ class CategoryDetector:
             with self._lock:
                 if self._readout is None:
                     try:
-                        self._readout = CategoryReadout.cached(self.embedder, KINDS, _rule_row, self.cache_dirs)
+                        self._readout = CategoryReadout.cached(
+                            self.embedder, KINDS, _rule_row, RULES_RECIPE, self.cache_dirs
+                        )
                     except Exception:  # the model's failure must not stop a memory being stored
                         return None
         return self._readout
