@@ -47,8 +47,11 @@ def test_the_totals_follow_stores_updates_and_deletions(tmp_path: Path, postgres
         service.update(ids[0], content="A much longer note now, with many more words in it than it had before.")
         service.update(ids[1], tags=TagEdit(add=("plumbing", "heating")))  # tags are words too
         service.recall("boiler")  # an access count changes no words
-        with _db(postgres_url) as db:
-            db.execute("DELETE FROM memories WHERE id = %s", (ids[2],))
+        with psycopg.connect(postgres_url, autocommit=True) as admin:  # the default search path
+            admin.execute(
+                sql.SQL("DELETE FROM {}.memories WHERE id = %s").format(sql.Identifier(schema_name("default"))),
+                (ids[2],),
+            )
         kept, recounted = _totals(postgres_url)
         assert kept == recounted
         assert kept[0] == 5

@@ -207,7 +207,9 @@ def m003_word_totals(db: psycopg.Connection) -> None:
     A statement-level trigger sees all the rows one statement wrote (a batch of thousands is one
     change to the totals) and adds the change to the row of its session's stripe: writers in other
     sessions seldom wait on the same row, and a statement that changes no words (an access count)
-    writes nothing. The totals are back-filled from the memories already stored.
+    writes nothing. The functions keep the store's schema as their search path, so a statement
+    from a session with another one (an administrator's psql) still finds the totals. The totals
+    are back-filled from the memories already stored.
     """
     documents = "count(*) FILTER (WHERE {rows}.words IS NOT NULL)"
     tokens = f"COALESCE(sum({TOKENS.format(words='{rows}.words')}), 0)"
@@ -230,7 +232,8 @@ def m003_word_totals(db: psycopg.Connection) -> None:
     )  # type: ignore[call-overload]  # built from constants, not from input
     for name, delta, sign in (("added", added, 1), ("removed", removed, -1), ("changed", changed, 1)):
         db.execute(f"""
-            CREATE FUNCTION word_totals_{name}() RETURNS trigger LANGUAGE plpgsql AS $$
+            CREATE FUNCTION word_totals_{name}() RETURNS trigger LANGUAGE plpgsql
+            SET search_path FROM CURRENT AS $$
             DECLARE d BIGINT; k BIGINT;
             BEGIN
                 SELECT {sign} * c.documents, {sign} * c.tokens INTO d, k FROM ({delta}) AS c;
