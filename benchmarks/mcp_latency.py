@@ -2,12 +2,14 @@
 
     python benchmarks/mcp_latency.py [--memories 10000] [--calls 200]
 
-Fills a store with N synthetic memories (local model), then times the same queries three ways for
-each profile's search tool: the engine's call in process (``MemoryService.recall`` / ``query``),
-the profile's tool in process (``ProfileServer.call_tool``: argument validation, the output model,
-its JSON), and ``mcp.Client`` over stdio to ``mnemo serve`` (adds both processes' JSON, the pipes,
-and the client's check of the answer against the tool's output schema). Prints p50/p95 in ms and
-the answer's size.
+Fills a store with N synthetic memories (local model), then times each query three ways, back to
+back and in rotating order, for each profile's search tool: the engine's call in process
+(``MemoryService.recall`` / ``query``), the profile's tool in process (``ProfileServer.call_tool``:
+argument validation, the output model, its JSON), and ``mcp.Client`` over stdio to ``mnemo serve``
+(adds both processes' JSON, the pipes, and the client's check of the answer against the tool's
+output schema). Prints p50/p95 in ms, the median of the per-query differences between stdio and
+the engine (paired, so the machine's drifting load cancels), the CPU each way uses per call (ms:
+the engine in process; over stdio, the server's and the client's), and the answer's size.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,30 +51,80 @@ def percentiles(values: list[float]) -> str:
     return f"{statistics.median(ordered):.2f} | {ordered[int(0.95 * (len(ordered) - 1))]:.2f}"
 
 
-async def timed_async(queries: list[str], call: Callable[[str], Awaitable[Any]]) -> list[float]:
-    taken = []
-    for query in queries:
-        started = time.perf_counter()
-        await call(query)
-        taken.append((time.perf_counter() - started) * 1000)
-    return taken
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def over_stdio(home: Path, profile: str, queries: list[str]) -> tuple[list[float], int]:
+def server_pid() -> int:
+    """The one child process of this one: the stdio server the client spawned."""
+    children = [
+        int(pid) for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()
+    ]
+    (pid,) = children
+    return pid
+
+
+async def settled(pid: int) -> None:
+    """Once the server's start-up work (warm-up, its daily back-up, the maintenance pass) is over."""
+    used = cpu_seconds(pid)
+    while True:
+        await asyncio.sleep(0.5)
+        now = cpu_seconds(pid)
+        if now - used < 0.02:
+            return
+        used = now
+
+
+WAYS = ("engine", "tool", "stdio")
+
+
+@dataclass
+class Timings:
+    """Each way's wall times (ms) and the CPU it used in all (s): this process's, and the server's for stdio."""
+
+    wall: dict[str, list[float]] = field(default_factory=lambda: {way: [] for way in WAYS})
+    cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys([*WAYS, "server"], 0.0))
+    answer_bytes: int = 0
+
+
+async def interleaved(
+    home: Path, profile: str, queries: list[str], engine: Callable[[str], object], tool: Callable[[str], Awaitable[Any]]
+) -> Timings:
+    """Each query timed three ways back to back, the order rotating from query to query, so that the
+    machine's load drifts over all three alike and the differences can be taken query by query."""
     env = {**os.environ, "MNEMO_HOME": str(home), "MNEMO_CONFIG_DIR": str(home / "config")}
     parameters = StdioServerParameters(command=sys.executable, args=["-m", "mnemo", "serve", "--profile", profile],
                                        env=env)  # fmt: skip
     sizes: list[int] = []
     async with Client(parameters) as client:
 
-        async def call(query: str) -> None:
-            tool, args = search_call(profile, query)
-            result = await client.call_tool(tool, args)
+        async def stdio(query: str) -> None:
+            name, arguments = search_call(profile, query)
+            result = await client.call_tool(name, arguments)
             sizes.append(sum(len(part.text) for part in result.content if isinstance(part, TextContent)))
 
-        await timed_async(queries[:30], call)  # warm-up: the model loads, the store is read in
-        sizes.clear()
-        return await timed_async(queries, call), int(statistics.median(sizes))
+        async def in_process(query: str) -> None:
+            engine(query)
+
+        ways: dict[str, Callable[[str], Awaitable[Any]]] = {"engine": in_process, "tool": tool, "stdio": stdio}
+        for query in queries[:30]:  # warm-up: the model loads, the store is read in, on every side
+            for way in ways.values():
+                await way(query)
+        server = server_pid()
+        await settled(server)
+        timings = Timings()
+        for turn, query in enumerate(queries):
+            for name in WAYS[turn % 3 :] + WAYS[: turn % 3]:
+                started, cpu, server_cpu = time.perf_counter(), time.process_time(), cpu_seconds(server)
+                await ways[name](query)
+                timings.wall[name].append((time.perf_counter() - started) * 1000)
+                timings.cpu[name] += time.process_time() - cpu
+                if name == "stdio":
+                    timings.cpu["server"] += cpu_seconds(server) - server_cpu
+        timings.answer_bytes = int(statistics.median(sizes))
+        return timings
 
 
 def main() -> None:
@@ -90,28 +143,29 @@ def main() -> None:
         print(f"{args.memories} memories, {args.calls} queries, {os.cpu_count()} cores, "
               f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
         print(
-            "| profile | engine p50 | p95 | tool in process p50 | p95 | over stdio p50 | p95 | stdio minus engine, p50 "
-            "| answer |"
+            "| profile | engine p50 | p95 | tool in process p50 | p95 | over stdio p50 | p95 "
+            "| stdio minus engine, p50 of pairs | CPU per call: engine | server | client | answer |"
         )
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for profile, engine_call in ENGINE.items():
-            engine = []
-            for query in queries:
-                started = time.perf_counter()
-                engine_call(service, query)
-                engine.append((time.perf_counter() - started) * 1000)
             server = build_server(settings, profile)
             server.service.warm_up()
 
-            async def tool_call(query: str, server: Any = server, profile: str = profile) -> None:
+            async def tool(query: str, server: Any = server, profile: str = profile) -> None:
                 await server.call_tool(*search_call(profile, query))
 
-            tool = asyncio.run(timed_async(queries, tool_call))
+            def engine(query: str, engine_call: Callable[[MemoryService, str], object] = engine_call) -> object:
+                return engine_call(service, query)
+
+            timings = asyncio.run(interleaved(home, profile, queries, engine, tool))
             server.close()
-            stdio, size = asyncio.run(over_stdio(home, profile, queries))
-            added = statistics.median(stdio) - statistics.median(engine)
-            print(f"| {profile} | {percentiles(engine)} | {percentiles(tool)} | {percentiles(stdio)} | "
-                  f"{added:+.2f} | {size:,} B |")  # fmt: skip
+            wall = timings.wall
+            added = statistics.median(s - e for s, e in zip(wall["stdio"], wall["engine"], strict=True))
+            cpu = {way: f"{1000 * seconds / len(queries):.1f}" for way, seconds in timings.cpu.items()}
+            print(f"| {profile} | {percentiles(wall['engine'])} | {percentiles(wall['tool'])} | "
+                  f"{percentiles(wall['stdio'])} | {added:+.2f} | {cpu['engine']} | {cpu['server']} | "
+                  f"{cpu['stdio']} | {timings.answer_bytes:,} B |")  # fmt: skip
+        print(f"\nload at the end {os.getloadavg()[0]:.2f}")
         service.storage.close()
 
 
