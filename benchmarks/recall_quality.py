@@ -3,6 +3,8 @@
     python benchmarks/recall_quality.py --data locomo-dev.json
     python benchmarks/recall_quality.py --data agent-memory-dev.json --json
     python benchmarks/recall_quality.py --data FILE --limit-haystacks 1 --kinds paraphrase,keyword
+    python benchmarks/recall_quality.py --data agent-memory-dev.json \
+        --extra-queries benchmarks/dev_negatives/agent-memory-dev-negatives.json --kinds negative
 
 The data format and the metrics are README.md's "Evaluation data" (``benchmarks/build_locomo.py``
 builds LoCoMo's file from its public JSON).
@@ -464,12 +466,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--limit-haystacks", type=int, default=None, metavar="N", help="only the first N haystacks")
     parser.add_argument("--kinds", default=None, help="comma-separated query kinds to ask (default: all)")
+    parser.add_argument(
+        "--extra-queries", type=Path, default=None, metavar="FILE",
+        help='more queries for one haystack of the data: {"haystack": id, "queries": [...]}',
+    )  # fmt: skip
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="where the stores are")
     parser.add_argument(
         "--database-url", default=None, help="postgres: a server (default: MNEMO_TEST_POSTGRES_URL, or embedded)"
     )
     args = parser.parse_args(argv)
     data = json.loads(args.data.read_text(encoding="utf-8"))
+    if args.extra_queries:
+        extra = json.loads(args.extra_queries.read_text(encoding="utf-8"))
+        (haystack,) = [h for h in data["haystacks"] if h["id"] == extra["haystack"]]
+        haystack["queries"] += extra["queries"]
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
     with ExitStack() as stack:
         server = None

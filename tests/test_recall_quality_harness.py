@@ -241,3 +241,16 @@ def test_the_table_names_both_rankings_and_the_category_confusion():
     table = rq.report_table(rq.evaluate(DATA))
     assert "Relevance only" in table and "Default weights" in table
     assert "restriction" in table and "Category accuracy" in table
+
+
+def test_extra_queries_join_the_haystack_they_name(data_file: Path, tmp_path: Path):
+    extra = tmp_path / "extra.json"
+    asked = [{"id": "x1", "query": "What is Emma's shoe size?", "relevant": [], "kind": "negative", "why": "-"}]
+    extra.write_text(json.dumps({"haystack": "h2", "queries": asked}), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(HARNESS), "--data", str(data_file), "--extra-queries", str(extra), "--json",
+         "--kinds", "negative"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    assert report["queries"] == 3  # q3 and q5, and x1 asked in h2
