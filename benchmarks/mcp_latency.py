@@ -7,7 +7,8 @@ back and in rotating order, for each profile's search tool: the engine's call in
 (``MemoryService.recall`` / ``query``), the profile's tool in process (``ProfileServer.call_tool``:
 argument validation, the output model, its JSON), and ``mcp.Client`` over stdio to ``mnemo serve``
 (adds both processes' JSON, the pipes, and the client's check of the answer against the tool's
-output schema). Prints p50/p95 in ms, the median of the per-query differences between stdio and
+output schema). Then the floor: full's answer returned by a bare SDK server with no search behind
+it (FLOOR_SERVER). Prints p50/p95 in ms, the median of the per-query differences between stdio and
 the engine (paired, so the machine's drifting load cancels), the CPU each way uses per call (ms:
 the engine in process; over stdio, the server's and the client's), and the answer's size.
 """
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -78,6 +81,26 @@ async def settled(pid: int) -> None:
 
 
 WAYS = ("engine", "tool", "stdio")
+# The floor of the path: an SDK server whose one tool returns a saved answer of full's recall as the
+# same output model, with no search behind it. What stdio costs beyond it is mnemo's to cut.
+FLOOR_SERVER = textwrap.dedent(
+    """
+    import json, sys
+    from mcp.server.mcpserver import MCPServer
+    from mnemo.profiles.full import RecallMemoriesResult
+
+    answer = json.loads(open(sys.argv[1]).read())
+    server = MCPServer("floor")
+
+
+    @server.tool()
+    def recall_memories(query: str, limit: int = 10) -> RecallMemoriesResult:
+        return RecallMemoriesResult.model_validate(answer)
+
+
+    server.run()
+    """
+)
 
 
 @dataclass
@@ -87,6 +110,27 @@ class Timings:
     wall: dict[str, list[float]] = field(default_factory=lambda: {way: [] for way in WAYS})
     cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys([*WAYS, "server"], 0.0))
     answer_bytes: int = 0
+    answer: dict[str, Any] | None = None  # the last structured answer over stdio
+
+
+async def floor(answer: dict[str, Any], queries: list[str], scratch: Path) -> Timings:
+    """The same calls to FLOOR_SERVER answering ``answer``: wall time, and the server's and client's CPU."""
+    (scratch / "answer.json").write_text(json.dumps(answer))
+    (scratch / "floor_server.py").write_text(FLOOR_SERVER)
+    command = [str(scratch / "floor_server.py"), str(scratch / "answer.json")]
+    timings = Timings()
+    async with Client(StdioServerParameters(command=sys.executable, args=command)) as client:
+        for query in queries[:30]:
+            await client.call_tool("recall_memories", {"query": query, "limit": 10})
+        server = server_pid()
+        await settled(server)
+        for query in queries:
+            started, cpu, server_cpu = time.perf_counter(), time.process_time(), cpu_seconds(server)
+            await client.call_tool("recall_memories", {"query": query, "limit": 10})
+            timings.wall["stdio"].append((time.perf_counter() - started) * 1000)
+            timings.cpu["stdio"] += time.process_time() - cpu
+            timings.cpu["server"] += cpu_seconds(server) - server_cpu
+    return timings
 
 
 async def interleaved(
@@ -104,17 +148,18 @@ async def interleaved(
             name, arguments = search_call(profile, query)
             result = await client.call_tool(name, arguments)
             sizes.append(sum(len(part.text) for part in result.content if isinstance(part, TextContent)))
+            timings.answer = result.structured_content
 
         async def in_process(query: str) -> None:
             engine(query)
 
         ways: dict[str, Callable[[str], Awaitable[Any]]] = {"engine": in_process, "tool": tool, "stdio": stdio}
+        timings = Timings()
         for query in queries[:30]:  # warm-up: the model loads, the store is read in, on every side
             for way in ways.values():
                 await way(query)
         server = server_pid()
         await settled(server)
-        timings = Timings()
         for turn, query in enumerate(queries):
             for name in WAYS[turn % 3 :] + WAYS[: turn % 3]:
                 started, cpu, server_cpu = time.perf_counter(), time.process_time(), cpu_seconds(server)
@@ -147,6 +192,7 @@ def main() -> None:
             "| stdio minus engine, p50 of pairs | CPU per call: engine | server | client | answer |"
         )
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        answers: dict[str, dict[str, Any] | None] = {}
         for profile, engine_call in ENGINE.items():
             server = build_server(settings, profile)
             server.service.warm_up()
@@ -159,12 +205,19 @@ def main() -> None:
 
             timings = asyncio.run(interleaved(home, profile, queries, engine, tool))
             server.close()
+            answers[profile] = timings.answer
             wall = timings.wall
             added = statistics.median(s - e for s, e in zip(wall["stdio"], wall["engine"], strict=True))
             cpu = {way: f"{1000 * seconds / len(queries):.1f}" for way, seconds in timings.cpu.items()}
             print(f"| {profile} | {percentiles(wall['engine'])} | {percentiles(wall['tool'])} | "
                   f"{percentiles(wall['stdio'])} | {added:+.2f} | {cpu['engine']} | {cpu['server']} | "
                   f"{cpu['stdio']} | {timings.answer_bytes:,} B |")  # fmt: skip
+        answer = answers["full"]
+        assert answer is not None
+        bare = asyncio.run(floor(answer, queries, Path(scratch)))
+        cpu = {way: f"{1000 * seconds / len(queries):.1f}" for way, seconds in bare.cpu.items()}
+        print(f"| SDK floor: full's answer from a bare tool | | | | | {percentiles(bare.wall['stdio'])} | | | "
+              f"{cpu['server']} | {cpu['stdio']} | |")  # fmt: skip
         print(f"\nload at the end {os.getloadavg()[0]:.2f}")
         service.storage.close()
 
