@@ -55,4 +55,4 @@ def test_numpy_runs_one_blas_thread_unless_the_environment_says_otherwise():
         return int(answer.stdout)
 
     assert threads() == 1
-    assert threads(OPENBLAS_NUM_THREADS="2") == 2
+    assert threads(OPENBLAS_NUM_THREADS="2") == min(2, os.cpu_count() or 1)  # OpenBLAS runs no more than the cores
