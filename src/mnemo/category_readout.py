@@ -6,14 +6,16 @@ in at least VOCABULARY_MIN_COUNT examples: "remind", "allergic", "wants to", a l
 and the cue rules' score of each kind (``mnemo.enrich.rule_scores``), scaled by RULE_SCALE. A
 softmax over the kinds, fitted by plain gradient descent to the examples of
 ``mnemo.category_prototypes`` (full sentences), ``mnemo.category_notes`` (sentences and terse
-notes) and ``mnemo.category_jottings`` (terse notes), turns them into a log-probability per kind. So how far the cue rules are trusted is
-learned from examples written apart from the evaluation sets, not set by hand beside them.
+notes) and ``mnemo.category_jottings`` (terse notes), turns them into a log-probability per kind.
+So how far the cue rules are trusted is learned from examples written apart from the evaluation
+sets, not set by hand beside them.
 
 Measured on the 400 labelled memories of agent-memory's dev set, which it was not fitted to
 (benchmarks/recall_quality.py): rules alone 0.868; the rules plus a vote of a read-out of the
 vectors alone, fitted to the prototypes, 0.882; this read-out 0.887. On our validation set (terse
 notes, never tuned on) 0.561 and 0.601; with the jottings (799 examples) dev 0.887, validation
-0.625. Fitting takes a few seconds and embeds the examples: ``mnemo setup`` does it beside the model files, and the fit is kept (``cached``).
+0.625. Fitting takes a few seconds and embeds the examples: ``mnemo setup`` does it beside the
+model files, and the fit is kept (``cached``).
 """
 
 from __future__ import annotations
