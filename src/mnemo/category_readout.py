@@ -103,7 +103,9 @@ class CategoryReadout:
         vocabulary = sorted(word for word, count in counts.items() if count >= VOCABULARY_MIN_COUNT)
         unfitted = cls(vocabulary, np.zeros((0, 0), dtype=np.float32), np.zeros(len(kinds), dtype=np.float32))
         vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
-        x = np.vstack([unfitted._features(text, vector, rules) for text, vector in zip(texts, vectors, strict=True)])
+        x = np.vstack(
+            [unfitted._features(text, vector, rules(text)) for text, vector in zip(texts, vectors, strict=True)]
+        )
         return cls(vocabulary, *_fit_softmax(x, labels, len(kinds)))
 
     @classmethod
@@ -141,14 +143,15 @@ class CategoryReadout:
                     partial.unlink(missing_ok=True)
         return fitted
 
-    def _features(self, text: str, vector: Vectors, rules: RuleScores) -> np.ndarray:
+    def _features(self, text: str, vector: Vectors, rule_row: Sequence[float]) -> np.ndarray:
         words = np.zeros(len(self.vocabulary), dtype=np.float32)
         found = [self.vocabulary[w] for w in word_features(text) if w in self.vocabulary]
         words[found] = 1.0 / max(len(found), 1) ** 0.5  # unit length, as the vector is
-        scores = RULE_SCALE * np.asarray(rules(text), dtype=np.float32)
+        scores = RULE_SCALE * np.asarray(rule_row, dtype=np.float32)
         return np.concatenate([np.asarray(vector, dtype=np.float32), words, scores])
 
-    def log_probabilities(self, text: str, vector: Vectors, rules: RuleScores) -> np.ndarray:
-        logits = self._features(text, vector, rules) @ self.weights + self.bias
+    def log_probabilities(self, text: str, vector: Vectors, rule_row: Sequence[float]) -> np.ndarray:
+        """Each kind's log-probability; ``rule_row``: the text's rule scores, in the read-out's order."""
+        logits = self._features(text, vector, rule_row) @ self.weights + self.bias
         logits -= logits.max()
         return logits - np.log(np.exp(logits).sum())
