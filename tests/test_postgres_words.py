@@ -112,7 +112,9 @@ def test_a_common_word_is_estimated_from_the_newest_memories(
         with _db(postgres_url) as db:
             n, _ = postgres_text.WordStats.totals(db)
             df = postgres_text.WordStats().document_frequencies(db, ["kettl", "teapot"], n)
+            together = postgres_text.WordStats().document_frequencies(db, ["entri", "teapot", "kettl"], n)
         assert n == 40
         assert df == {"kettl": 20, "teapot": 3}  # 5 of the newest 10 hold it: half of 40; the rare one counted
+        assert together == {"entri": 40, "kettl": 20, "teapot": 3}  # two common words estimated in one pass
     finally:
         service.storage.close()

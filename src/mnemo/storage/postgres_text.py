@@ -81,8 +81,8 @@ class WordStats:
                 (COUNT_UP_TO, [tsquery_any([lex]) for lex in missing]),
             ).fetchall()
             counted = {lex: int(df) for lex, (df,) in zip(missing, rows, strict=True)}
-            for lex in [lex for lex, df in counted.items() if df >= COUNT_UP_TO]:
-                counted[lex] = max(COUNT_UP_TO, _estimated(db, lex, n))
+            common = [lex for lex, df in counted.items() if df >= COUNT_UP_TO]
+            counted |= {lex: max(COUNT_UP_TO, df) for lex, df in _estimated(db, common, n).items()}
             with self._lock:
                 self._df.update({lex: (now, df) for lex, df in counted.items()})
                 if len(self._df) > 10_000:  # a long-running server meets many words: keep the recent
@@ -91,14 +91,20 @@ class WordStats:
         return known
 
 
-def _estimated(db: psycopg.Connection, lexeme: str, n: int) -> int:
-    """A common lexeme's document frequency, from its share of the newest SAMPLE memories with words."""
-    hits, sampled = db.execute(
-        "SELECT count(*) FILTER (WHERE words @@ %s::tsquery), count(*) FROM"
-        " (SELECT words FROM memories WHERE words IS NOT NULL ORDER BY rowid DESC LIMIT %s) AS newest",
-        (tsquery_any([lexeme]), SAMPLE),
-    ).fetchone()  # type: ignore[misc]
-    return round(n * hits / sampled) if sampled else 0
+def _estimated(db: psycopg.Connection, lexemes: Sequence[str], n: int) -> dict[str, int]:
+    """Common lexemes' document frequencies, from their shares of the newest SAMPLE memories with
+    words (one pass over them for all the lexemes)."""
+    if not lexemes:
+        return {}
+    rows = db.execute(
+        "SELECT count(*) FILTER (WHERE newest.words @@ q.query::tsquery), count(*)"
+        " FROM unnest(%s::text[]) WITH ORDINALITY AS q(query, i)"
+        " CROSS JOIN (SELECT words FROM memories WHERE words IS NOT NULL ORDER BY rowid DESC LIMIT %s) AS newest"
+        " GROUP BY q.i ORDER BY q.i",
+        ([tsquery_any([lex]) for lex in lexemes], SAMPLE),
+    ).fetchall()
+    shares = zip(lexemes, rows, strict=True)  # a common lexeme's memories are in the sample: no group is empty
+    return {lex: round(n * hits / sampled) for lex, (hits, sampled) in shares}
 
 
 def lexemes_of(db: psycopg.Connection, terms: Sequence[str]) -> list[str]:
