@@ -113,62 +113,64 @@ class Timings:
     answer: dict[str, Any] | None = None  # the last structured answer over stdio
 
 
+async def timed_rounds(ways: dict[str, Callable[[str], Awaitable[Any]]], queries: list[str]) -> Timings:
+    """Each query timed every way back to back, the order rotating from query to query, so that the
+    machine's load drifts over all of them alike and the differences can be taken query by query;
+    after a warm-up (the model loads, the store is read in, on every side) and once the stdio
+    server's start-up work is over. The server's CPU is counted over the "stdio" calls."""
+    for query in queries[:30]:
+        for way in ways.values():
+            await way(query)
+    server = server_pid()
+    await settled(server)
+    timings = Timings()
+    names = list(ways)
+    for turn, query in enumerate(queries):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            started, cpu, server_cpu = time.perf_counter(), time.process_time(), cpu_seconds(server)
+            await ways[name](query)
+            timings.wall[name].append((time.perf_counter() - started) * 1000)
+            timings.cpu[name] += time.process_time() - cpu
+            if name == "stdio":
+                timings.cpu["server"] += cpu_seconds(server) - server_cpu
+    return timings
+
+
 async def floor(answer: dict[str, Any], queries: list[str], scratch: Path) -> Timings:
     """The same calls to FLOOR_SERVER answering ``answer``: wall time, and the server's and client's CPU."""
     (scratch / "answer.json").write_text(json.dumps(answer))
     (scratch / "floor_server.py").write_text(FLOOR_SERVER)
     command = [str(scratch / "floor_server.py"), str(scratch / "answer.json")]
-    timings = Timings()
     async with Client(StdioServerParameters(command=sys.executable, args=command)) as client:
-        for query in queries[:30]:
+
+        async def stdio(query: str) -> None:
             await client.call_tool("recall_memories", {"query": query, "limit": 10})
-        server = server_pid()
-        await settled(server)
-        for query in queries:
-            started, cpu, server_cpu = time.perf_counter(), time.process_time(), cpu_seconds(server)
-            await client.call_tool("recall_memories", {"query": query, "limit": 10})
-            timings.wall["stdio"].append((time.perf_counter() - started) * 1000)
-            timings.cpu["stdio"] += time.process_time() - cpu
-            timings.cpu["server"] += cpu_seconds(server) - server_cpu
-    return timings
+
+        return await timed_rounds({"stdio": stdio}, queries)
 
 
 async def interleaved(
     home: Path, profile: str, queries: list[str], engine: Callable[[str], object], tool: Callable[[str], Awaitable[Any]]
 ) -> Timings:
-    """Each query timed three ways back to back, the order rotating from query to query, so that the
-    machine's load drifts over all three alike and the differences can be taken query by query."""
+    """A profile's search timed three ways (see timed_rounds): the engine, its tool in process, over stdio."""
     env = {**os.environ, "MNEMO_HOME": str(home), "MNEMO_CONFIG_DIR": str(home / "config")}
     parameters = StdioServerParameters(command=sys.executable, args=["-m", "mnemo", "serve", "--profile", profile],
                                        env=env)  # fmt: skip
     sizes: list[int] = []
+    answers: list[dict[str, Any] | None] = []
     async with Client(parameters) as client:
 
         async def stdio(query: str) -> None:
             name, arguments = search_call(profile, query)
             result = await client.call_tool(name, arguments)
             sizes.append(sum(len(part.text) for part in result.content if isinstance(part, TextContent)))
-            timings.answer = result.structured_content
+            answers.append(result.structured_content)
 
         async def in_process(query: str) -> None:
             engine(query)
 
-        ways: dict[str, Callable[[str], Awaitable[Any]]] = {"engine": in_process, "tool": tool, "stdio": stdio}
-        timings = Timings()
-        for query in queries[:30]:  # warm-up: the model loads, the store is read in, on every side
-            for way in ways.values():
-                await way(query)
-        server = server_pid()
-        await settled(server)
-        for turn, query in enumerate(queries):
-            for name in WAYS[turn % 3 :] + WAYS[: turn % 3]:
-                started, cpu, server_cpu = time.perf_counter(), time.process_time(), cpu_seconds(server)
-                await ways[name](query)
-                timings.wall[name].append((time.perf_counter() - started) * 1000)
-                timings.cpu[name] += time.process_time() - cpu
-                if name == "stdio":
-                    timings.cpu["server"] += cpu_seconds(server) - server_cpu
-        timings.answer_bytes = int(statistics.median(sizes))
+        timings = await timed_rounds({"engine": in_process, "tool": tool, "stdio": stdio}, queries)
+        timings.answer_bytes, timings.answer = int(statistics.median(sizes)), answers[-1]
         return timings
 
 
