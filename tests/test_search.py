@@ -19,6 +19,7 @@ from mnemo.model import Context
 from mnemo.query import Filters
 from mnemo.search import HYBRID, REPLY_SHARE, REPLY_WITHIN
 from mnemo.service import MemoryService
+from mnemo.words import search_terms
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
 
@@ -203,6 +204,27 @@ def test_memories_not_about_the_subject_a_query_names_count_as_elsewhere(hybrid:
     }
     unnamed = hybrid.searcher.find("blood type", ["blood", "type"], Filters(now=hybrid.clock.now()), 50)
     assert {c.elsewhere for c in unnamed.candidates} == {0.0}
+
+
+def test_a_subject_the_query_names_by_its_role_counts_as_named(hybrid: MemoryService):
+    hybrid.store("Liam is the user's younger brother", subject="Liam")
+    hybrid.store("Liam is engaged to Nadia Haddad", subject="Liam")
+    hybrid.store("Sofia and Daniel married in June 2012", subject="Sofia")
+    query = "Who is my brother marrying?"
+    found = hybrid.searcher.find(query, search_terms(query), Filters(now=hybrid.clock.now()), 50)
+    assert {hybrid.get(c.memory_id).content: c.elsewhere for c in found.candidates} == {
+        "Liam is the user's younger brother": 0.0,
+        "Liam is engaged to Nadia Haddad": 0.0,
+        "Sofia and Daniel married in June 2012": 1.0,
+    }
+
+
+def test_a_role_tied_to_a_name_no_memory_is_about_names_no_subject(hybrid: MemoryService):
+    hybrid.store("Ben is the new intern on Payments")  # no subject: Ben is not one of the store's
+    hybrid.store("Payments standup is at 9:30")
+    query = "When does the intern start?"
+    found = hybrid.searcher.find(query, search_terms(query), Filters(now=hybrid.clock.now()), 50)
+    assert {c.elsewhere for c in found.candidates} == {0.0}
 
 
 def test_a_memory_about_none_of_the_named_subjects_ranks_by_its_content_but_stays_below_0_7():
