@@ -19,6 +19,7 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.model import Context, subject_key
 from mnemo.query import RankFields
+from mnemo.ranking import Weights
 from mnemo.server import build_server
 from mnemo.superseded import same_subject
 
@@ -122,5 +123,29 @@ def test_a_question_about_this_year_asks_about_now(tmp_path, installed_model):
         service.store(NEWER, subject="Liam")
         ranked = [hit.memory.content for hit in service.recall("Where does Liam live this year?").hits]
         assert ranked.index(NEWER) < ranked.index(OLDER)
+    finally:
+        service.storage.close()
+
+
+def test_a_question_that_says_now_takes_a_newer_note_further_in_meaning_for_the_update(
+    tmp_path, installed_model, clock
+):
+    """The two notes are further apart than SAME_TOPIC: only a question that says it asks about now
+    ("these days") puts the newer one first; the crossword note, newer but not relevant, stays last."""
+    service = open_service(Settings(home=tmp_path / "home", embedder="local", model_dir=installed_model), clock=clock)
+    older = "Declan lives alone in a flat in Galway."
+    newer = "Declan moved into Ard Mhuire care home in Oranmore in February."
+    unrelated = "Declan likes crosswords."
+    try:
+        for note in (older, unrelated, newer):
+            service.store(note, subject="Declan")
+            clock.advance(days=30)
+
+        def ranked(question: str) -> list[str]:
+            hits = service.recall(question, weights=Weights(1.0, 0.0, 0.0, 0.0)).hits
+            return [hit.memory.content for hit in hits]
+
+        assert ranked("Where is Declan living these days?") == [newer, older, unrelated]
+        assert ranked("Where is Declan living?")[0] == older
     finally:
         service.storage.close()

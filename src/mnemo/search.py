@@ -248,7 +248,9 @@ class Searcher:
         reaches_now = period is None or period[1] > filters.now  # "this year" asks about now too
         if reaches_now and not superseded.asks_about_the_past(query):  # about now: updates come first
             keys = [c.key for c in sorted(found, key=lambda c: -c.relevance)[: superseded.EXAMINED]]
-            found = superseded.newest_first(found, self.storage.rank_fields(keys), self.index.vectors(keys))
+            found = superseded.newest_first(
+                found, self.storage.rank_fields(keys), self.index.vectors(keys), superseded.asks_about_now(query)
+            )
         return Found(self._with_followers(found, given, vector, filters) if followers else found, embedded=True)
 
     def _roles_named(self, query: str, found: list[Candidate]) -> list[str]:
