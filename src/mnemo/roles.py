@@ -56,10 +56,9 @@ def _is_name(token: str) -> bool:
     return token[0].isupper() and _stem(token) not in STOPWORDS
 
 
-def _name(tokens: Sequence[str]) -> set[str]:
-    """A run of capitalised words as the subject keys it may be: "Ben Osei" as "ben osei" and "ben"."""
-    run = [_POSSESSIVE.sub("", t).lower() for t in tokens]
-    return {run[0]}
+def _first_name(token: str) -> str:
+    """The subject key a run of capitalised words is filed under: its first word ("Ben Osei": "ben")."""
+    return _POSSESSIVE.sub("", token).lower()
 
 
 def _linked(between: Sequence[str]) -> bool:
@@ -95,10 +94,10 @@ def named_by_role(content: str, roles: set[str]) -> dict[str, set[str]]:
         names: set[str] = set()
         after = next((r for r in runs if r[0] > i), None)  # "intern Ben"
         if after is not None and after[0] == i + 1:
-            names |= _name(tokens[after[0] : after[1]])
+            names.add(_first_name(tokens[after[0]]))
         before = next((r for r in reversed(runs) if r[1] <= i), None)  # "Ben Osei is a summer intern"
         if before is not None and i - before[1] <= REACH and _linked(tokens[before[1] : i]):
-            names |= _name(tokens[before[0] : before[1]])
+            names.add(_first_name(tokens[before[0]]))
         if names:
             found.setdefault(role, set()).update(names)
     return found
