@@ -19,6 +19,11 @@ def test_a_note_that_says_what_a_name_is_ties_the_role_to_it():
     assert named_by_role("Ben Osei is a summer intern on Payments.", roles) == {"intern": {"ben"}}
     assert named_by_role("Lin (postdoc) starts Monday", roles) == {"postdoc": {"lin"}}
     assert named_by_role("New intern Ben starts Monday", roles) == {"intern": {"ben"}}
+    # The user's, the family's, the practice's: the asker's own circle, not words of the role.
+    assert named_by_role("Juniper is the family's retired racing greyhound.", {"greyhound"}) == {
+        "greyhound": {"juniper"}
+    }
+    assert named_by_role("Rhys is the practice's junior vet.", {"vet"}) == {"vet": {"rhys"}}
 
 
 def test_a_role_of_someone_else_or_a_name_doing_something_ties_nothing():

@@ -27,7 +27,6 @@ _COPULAS = frozenset(("is", "was", "are", "were", "as"))
 # "Marco is the user's closest friend on the team": the team is where Marco is, not what he is.
 _PREPOSITIONS = frozenset(("on", "in", "at", "of", "for", "with", "by", "to", "from", "into", "about", "after"))
 REACH = 8  # tokens from a name to its role at most: "Liam is the user's younger brother"
-_OWNERS = frozenset(("user", "family", "team"))  # "the user's brother": a role of the asker's own
 
 
 def _stem(word: str) -> str:
@@ -61,19 +60,25 @@ def _first_name(token: str) -> str:
     return _POSSESSIVE.sub("", token).lower()
 
 
+def _someone_elses(token: str) -> bool:
+    """A name's possessive ("Helena's"): what follows is a role of that person's, not the asker's.
+    "the user's", "the family's", "the practice's" are the asker's own circle."""
+    return _POSSESSIVE.search(token) is not None and _is_name(token)
+
+
 def _linked(between: Sequence[str]) -> bool:
     """Whether the tokens between a name and a role after it only say that the name has the role."""
     words = [t for t in between if t[0].isalnum()]
     marks = [t for t in between if not t[0].isalnum()]
-    others = [w for w in words if _stem(w) not in STOPWORDS]
+    # "the family's retired racing greyhound": the owner's possessive is a determiner, not a word of the role
+    others = [w for w in words if _stem(w) not in STOPWORDS and not _POSSESSIVE.search(w)]
     if len(others) > BETWEEN_WORDS or len(marks) > 1 or any(m not in _LINKING for m in marks):
         return False
     if any(w.lower() in _PREPOSITIONS for w in words):
         return False
     if not marks and not any(w.lower() in _COPULAS for w in words):
         return False  # "Emma walks the dog", "Liam lives in Boston": not what Emma or Liam is
-    # "Tiago is Helena's son": a role of someone else's, not of the asker's.
-    return not any(_POSSESSIVE.search(w) and _stem(w) not in _OWNERS for w in words)
+    return not any(_someone_elses(w) for w in words)  # "Tiago is Helena's son"
 
 
 def named_by_role(content: str, roles: set[str]) -> dict[str, set[str]]:
@@ -89,7 +94,7 @@ def named_by_role(content: str, roles: set[str]) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for i, token in enumerate(tokens):
         role = _stem(token)
-        if role not in roles or (i and _POSSESSIVE.search(tokens[i - 1]) and _stem(tokens[i - 1]) not in _OWNERS):
+        if role not in roles or (i and _someone_elses(tokens[i - 1])):
             continue  # "Marco's daughter": a role of someone else's
         names: set[str] = set()
         after = next((r for r in runs if r[0] > i), None)  # "intern Ben"
