@@ -244,7 +244,7 @@ class Searcher:
         found = self._candidates(ids, given, filters)
         if not names and (resolved := self._roles_named(query, found)):
             given = replace(given, names=resolved)
-            found = self._candidates(ids, given, filters)
+            found = self._scored(found, resolved, calibration)
         reaches_now = period is None or period[1] > filters.now  # "this year" asks about now too
         if reaches_now and not superseded.asks_about_the_past(query):  # about now: updates come first
             keys = [c.key for c in sorted(found, key=lambda c: -c.relevance)[: superseded.EXAMINED]]
@@ -269,25 +269,30 @@ class Searcher:
 
     def _candidates(self, ids: dict[int, str], features: _Features, filters: Filters) -> list[Candidate]:
         """The memories with these keys (which pass the filters) as candidates, with their relevance."""
-        elsewhere = self._elsewhere(list(ids), features.names)
         dated = self._made_in(list(ids), filters, features.period)
+        unscored = [
+            Candidate(
+                memory_id,
+                key,
+                features.text[key][1] if key in features.text else 0.0,
+                features.cosines.get(key, 0.0),
+                0.0,
+                float(key in dated),
+                0.0,
+            )
+            for key, memory_id in ids.items()
+        ]
+        return self._scored(unscored, features.names, features.calibration)
+
+    def _scored(self, candidates: list[Candidate], names: Sequence[str], calibration: Calibration) -> list[Candidate]:
+        """The candidates with their share of the named subjects they are not about, and their relevance."""
+        elsewhere = self._elsewhere([c.key for c in candidates], names)
         rows = np.array(
-            [
-                [
-                    features.cosines.get(key, 0.0),
-                    features.text[key][1] if key in features.text else 0.0,
-                    elsewhere.get(key, 0.0),
-                    key in dated,
-                ]
-                for key in ids
-            ],
-            dtype=np.float64,
+            [[c.cosine or 0.0, c.text, elsewhere.get(c.key, 0.0), c.when] for c in candidates], dtype=np.float64
         ).reshape(-1, 4)
         return [
-            Candidate(memory_id, key, float(t), float(cosine), float(away), float(when), float(r))
-            for (key, memory_id), (cosine, t, away, when), r in zip(
-                ids.items(), rows, features.calibration.relevance(rows), strict=True
-            )
+            replace(c, elsewhere=float(away), relevance=float(r))
+            for c, away, r in zip(candidates, rows[:, 2], calibration.relevance(rows), strict=True)
         ]
 
     def _with_followers(
