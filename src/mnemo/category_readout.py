@@ -39,7 +39,7 @@ from mnemo.lazy import numpy as np
 
 log = logging.getLogger(__name__)
 
-# The hand-written examples of each kind it is fitted to (about 800): full sentences, agent notes, jottings.
+# The hand-written examples of each kind it is fitted to (1,159): full sentences, agent notes, jottings, sentences.
 EXAMPLES = (PROTOTYPES, NOTES, JOTTINGS, SENTENCES)
 VOCABULARY_MIN_COUNT = 2  # a word seen in one example only says more about that example than its kind
 # The rules' weights run to 2-3 (the word features are at most 1), and the rules were written beside
