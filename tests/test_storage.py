@@ -22,6 +22,7 @@ from conftest import sqlite_only
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.embed.fake import FakeEmbedder
 from mnemo.engine.results import TagEdit
 from mnemo.errors import CorruptedData, Locked, MnemoError, NotFound, StorageError
 from mnemo.model import Context, Status
@@ -341,6 +342,44 @@ def test_an_update_that_changes_nothing_writes_no_version(service: MemoryService
     assert result.previous_version_id is None
     assert service.get(memory.id).version == 1
     assert [c.action for c in service.history(memory.id)] == ["create"]
+
+
+# -- a batch of writes is one transaction ----------------------------------------------------
+
+
+def test_a_batch_is_seen_by_others_only_when_it_ends_and_a_refused_write_undoes_only_itself(
+    service: MemoryService, settings: Settings, clock: ManualClock
+):
+    other = open_service(settings, clock=clock)  # another connection, as another process has
+    try:
+        with service.batched():
+            first = service.store("Emma plays the cello").memory
+            with pytest.raises(MnemoError):  # refused inside the write: its savepoint is undone
+                service.store("Emma plays the cello", on_duplicate="raise")
+            second = service.store("Liam plays chess").memory
+            assert service.storage.get(first.id) is not None  # the batch reads its own writes
+            assert other.storage.get(first.id) is None
+        assert {m.id for m in other.storage.get_many([first.id, second.id])} == {first.id, second.id}
+        assert [c.action for c in other.history(second.id)] == ["create"]
+    finally:
+        other.storage.close()
+
+
+def test_a_batch_that_fails_keeps_none_of_its_writes_nor_their_vectors_in_the_index(
+    settings: Settings, clock: ManualClock
+):
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    try:
+        with pytest.raises(RuntimeError), service.batched():
+            lost = service.store("Emma plays the cello").memory
+            assert service.recall("cello").hits  # the index took in the batch's vector
+            raise RuntimeError("the import was interrupted")
+        assert service.storage.get(lost.id) is None
+        kept = service.store("Liam collects vinyl records").memory  # may reuse the lost rows' keys
+        (hit,) = service.recall("Liam collects vinyl records").hits
+        assert hit.memory.id == kept.id and hit.scores.semantic_similarity > 0.99
+    finally:
+        service.storage.close()
 
 
 # -- driver errors become mnemo errors ------------------------------------------------------

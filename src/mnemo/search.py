@@ -196,6 +196,10 @@ class Searcher:
             return VectorIndex(self.embedder.dimension)
         return LayeredIndex(self.embedder.dimension, self.embedder.name, folder, graph_from=self.graph_from)
 
+    def reload_index(self) -> None:
+        """Read the index again from the store on next use (after writes it saw were rolled back)."""
+        self.__dict__.pop("index", None)
+
     def vectors_state(self) -> str | None:
         """None when vectors can be used, else why not (for warnings and health)."""
         if self.embedder is None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import cast
 
@@ -51,6 +52,18 @@ class ServiceBase:
             if embedder is not None and storage.vector_model() is None:
                 storage.reset_vectors(embedder.name)  # a store's first model is the one it meets first
             storage.purge_due(self.clock.now())
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """The writes of the block (on this thread) as one transaction: a bulk import commits once a
+        batch, not twice a memory. A write refused inside it undoes only itself; if the block fails
+        as a whole nothing of it is kept, nor the vectors this process's index took in from it."""
+        try:
+            with self.storage.batch():
+                yield
+        except BaseException:
+            self.searcher.reload_index()
+            raise
 
     def change(self, memory: Memory, action: str, actor: str | None, reason: str | None = None,
                previous: Memory | None = None, at: datetime | None = None) -> Change:  # fmt: skip

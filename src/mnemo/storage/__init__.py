@@ -10,6 +10,7 @@ stored raises ``Duplicate`` naming it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -112,6 +113,8 @@ class Storage(Protocol):
     name: str
 
     def close(self) -> None: ...
+    # This thread's writes in the block as one transaction (bulk import): see SQLiteStorage.batch.
+    def batch(self) -> AbstractContextManager[None]: ...
 
     # -- single memories ---------------------------------------------------------------
     def insert(

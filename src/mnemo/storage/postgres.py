@@ -13,6 +13,7 @@ caller left without a connection that long, gets ``Locked``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -81,6 +82,7 @@ class PostgresStorage(SQLStore):
         self.schema = schema_name(name)
         self._busy_timeout_s = busy_timeout_s
         self._words = postgres_text.WordStats()
+        self._local = threading.local()  # batch()'s connection, by thread
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(busy_timeout_s))) as db:
                 self.applied = migrate(db, self.schema)
@@ -123,8 +125,31 @@ class PostgresStorage(SQLStore):
             raise StorageError(f"store {self.name!r} failed: {exc}", store=self.name) from exc
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        """This thread's writes in the block as one transaction on one connection, each a savepoint in
+        it (a write that fails undoes only itself); its reads see them."""
+        if self._batch_connection() is not None:
+            yield
+            return
+        with self._tx() as db:
+            self._local.db = db
+            try:
+                yield
+            finally:
+                self._local.db = None
+
+    def _batch_connection(self) -> psycopg.Connection | None:
+        return getattr(self._local, "db", None)
+
+    @contextmanager
     def _tx(self) -> Iterator[psycopg.Connection]:
-        """One transaction on a pooled connection: committed if the block ends, rolled back if it raises."""
+        """One transaction on a pooled connection: committed if the block ends, rolled back if it raises
+        (in batch(), a savepoint of its transaction)."""
+        batched = self._batch_connection()
+        if batched is not None:
+            with self._translated(), batched.transaction():
+                yield batched
+            return
         with self._translated(), self._pool.connection() as db, db.transaction():
             yield db
 
@@ -138,7 +163,13 @@ class PostgresStorage(SQLStore):
     @contextmanager
     def _read(self) -> Iterator[psycopg.Connection]:
         """A pooled connection in autocommit: each statement reads what is committed when it runs
-        (no BEGIN and COMMIT round trips; a read of several statements that must agree uses ``_tx``)."""
+        (no BEGIN and COMMIT round trips; a read of several statements that must agree uses ``_tx``);
+        in batch(), its connection, which sees the batch's writes."""
+        batched = self._batch_connection()
+        if batched is not None:
+            with self._translated():
+                yield batched
+            return
         with self._translated(), self._pool.connection() as db:
             yield db
 

@@ -203,16 +203,33 @@ class SQLiteStorage(SQLStore):
             raise StorageError(f"store {self.name!r} failed: {exc}", store=self.name) from exc
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        """This thread's writes in the block as one transaction, each a savepoint in it (a write that
+        fails undoes only itself); its reads see them. Other writers wait for the block's end."""
+        if getattr(self._local, "batched", False):
+            yield
+            return
+        with self._write():
+            self._local.batched = True
+            try:
+                yield
+            finally:
+                self._local.batched = False
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         db = self._connection()
         with self._translated():
-            self._execute_when_free(db, "BEGIN IMMEDIATE")
+            batched = getattr(self._local, "batched", False)  # inside batch(): a savepoint of its transaction
+            self._execute_when_free(db, "SAVEPOINT mnemo_write" if batched else "BEGIN IMMEDIATE")
             try:
                 yield db
             except BaseException:
-                db.execute("ROLLBACK")
+                db.execute("ROLLBACK TO mnemo_write" if batched else "ROLLBACK")
+                if batched:
+                    db.execute("RELEASE mnemo_write")
                 raise
-            db.execute("COMMIT")
+            db.execute("RELEASE mnemo_write" if batched else "COMMIT")
 
     def _execute_when_free(self, db: sqlite3.Connection, statement: str) -> None:
         """Run a statement, retrying while another process holds the lock, up to the busy timeout.
@@ -235,6 +252,9 @@ class SQLiteStorage(SQLStore):
     def _read(self) -> Iterator[sqlite3.Connection]:
         db = self._connection()
         with self._translated():
+            if getattr(self._local, "batched", False):  # already in batch()'s transaction
+                yield db
+                return
             db.execute("BEGIN")
             try:
                 yield db
