@@ -18,7 +18,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 _CONTRACTIONS = (
     (r"\bcan['\u2019]t\b", "can not"),
@@ -146,12 +148,13 @@ class Word:
     shown: str  # as written
 
 
-def words_of(text: str) -> list[Word]:
+@lru_cache(maxsize=1024)  # a new memory is compared with up to NEAR_DUPLICATE_POOL close ones, often the same
+def words_of(text: str) -> tuple[Word, ...]:
     """The words of a sentence, each with the kind of difference it would make to a fact."""
     text = unicodedata.normalize("NFKC", text)
     for pattern, replacement in _CONTRACTIONS:
         text = re.sub(pattern, replacement, text, flags=re.IGNORECASE)
-    return [_classified(part) for match in _TOKEN.finditer(text) for part in _split_digits(match.group())]
+    return tuple(_classified(part) for match in _TOKEN.finditer(text) for part in _split_digits(match.group()))
 
 
 def _split_digits(token: str) -> list[str]:
@@ -283,7 +286,7 @@ def _tense(left: set[str], right: set[str]) -> str | None:
     return None
 
 
-def _order(left: list[Word], right: list[Word]) -> str | None:
+def _order(left: Sequence[Word], right: Sequence[Word]) -> str | None:
     """The same names or owners in another order, or words moved across a relation's pivot."""
     # "Liam owes Dmitri" against "Dmitri owes Liam": the people swapped places in the same frame of
     # words. When the frame's words moved too ("On the Atlas team, Liam reports to ..."), a phrase
@@ -303,11 +306,11 @@ def _order(left: list[Word], right: list[Word]) -> str | None:
     return None
 
 
-def _frame(sentence: list[Word]) -> list[str]:
+def _frame(sentence: Sequence[Word]) -> list[str]:
     return [w.key for w in sentence if w.kind not in ("name", "owner") and w.key not in STOP]
 
 
-def _pivot_sides(sentence: list[Word]) -> list[tuple[str, set[str], set[str]]]:
+def _pivot_sides(sentence: Sequence[Word]) -> list[tuple[str, set[str], set[str]]]:
     """For each pivot word, the content words before it and after it."""
     content = [
         (i, w.key)

@@ -2,7 +2,8 @@
 
 Every record goes through ``MemoryService.store`` (the same validation, duplicate detection and
 access rules as any write), with its vector computed beforehand with the others of its batch: the
-model runs once per batch instead of once per memory, which is most of a store's time. A record
+model runs once per batch instead of once per memory, which is most of a store's time, and on a
+worker thread while the batch before is stored; each batch's writes are one transaction. A record
 the engine refuses is counted with its reason and the import goes on; an exact or near duplicate
 (same content, or same meaning, for the same user and subject, or an id already held) is skipped,
 so running the same import twice adds nothing the second time.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -68,33 +70,58 @@ def _load(
 ) -> None:
     items = iter(records)
     done = 0
-    while batch := list(islice(items, BATCH)):
-        readable = [r for r in batch if isinstance(r, Record)]
-        for bad in (r for r in batch if isinstance(r, Unreadable)):
-            summary.reject(bad.where, bad.reason)
-        held = _held_ids(service, readable)  # a re-import of an export: nothing to embed for these
-        summary.duplicates += len([r for r in readable if r.arguments.get("memory_id") in held])
-        readable = [r for r in readable if r.arguments.get("memory_id") not in held]
-        vectors = _embedded(service, [r.arguments.get("content") for r in readable])
-        for index, record in enumerate(readable):
-            vector = None if vectors is None else vectors[index]
-            try:
-                stored = service.store(
-                    **record.arguments, vector=vector, on_duplicate="return", actor=actor, reason="import"
-                )
-            except EmbeddingError:
-                summary.imported += 1  # stored; it is embedded later (embed_pending)
-            except MnemoError as refused:
-                summary.reject(record.where, refused.message)
-            except TypeError as wrong:  # a field of the wrong type in the file
-                summary.reject(record.where, f"malformed record: {wrong}")
+    # The model embeds the next batch on a worker while this thread stores the current one:
+    # onnxruntime releases the GIL, so on two cores the two costs overlap instead of adding up.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-import-embed") as model:
+        upcoming = model.submit(_prepared, service, list(islice(items, BATCH)))
+        while (batch := upcoming.result()).size:
+            upcoming = model.submit(_prepared, service, list(islice(items, BATCH)))
+            for bad in batch.unreadable:
+                summary.reject(bad.where, bad.reason)
+            summary.duplicates += batch.held
+            with service.batched():  # one transaction a batch, not two a memory
+                _store(service, batch, summary, actor)
+            done += batch.size
+            progress(done)
+
+
+@dataclass
+class _Batch:
+    size: int  # the records read, 0 at the end of the input
+    records: list[Record]  # to store, with their vectors if the model made them (else None)
+    vectors: list | None  # type: ignore[type-arg]
+    held: int  # records whose id the store already holds (a re-import of an export)
+    unreadable: list[Unreadable]
+
+
+def _prepared(service: MemoryService, batch: list[Record | Unreadable]) -> _Batch:
+    readable = [r for r in batch if isinstance(r, Record)]
+    held = _held_ids(service, readable)  # nothing to embed for these
+    records = [r for r in readable if r.arguments.get("memory_id") not in held]
+    vectors = _embedded(service, [r.arguments.get("content") for r in records])
+    return _Batch(
+        len(batch), records, vectors, len(readable) - len(records), [r for r in batch if isinstance(r, Unreadable)]
+    )
+
+
+def _store(service: MemoryService, batch: _Batch, summary: ImportSummary, actor: str) -> None:
+    for index, record in enumerate(batch.records):
+        vector = None if batch.vectors is None else batch.vectors[index]
+        try:
+            stored = service.store(
+                **record.arguments, vector=vector, on_duplicate="return", actor=actor, reason="import"
+            )
+        except EmbeddingError:
+            summary.imported += 1  # stored; it is embedded later (embed_pending)
+        except MnemoError as refused:
+            summary.reject(record.where, refused.message)
+        except TypeError as wrong:  # a field of the wrong type in the file
+            summary.reject(record.where, f"malformed record: {wrong}")
+        else:
+            if stored.existing:
+                summary.duplicates += 1
             else:
-                if stored.existing:
-                    summary.duplicates += 1
-                else:
-                    summary.imported += 1
-        done += len(batch)
-        progress(done)
+                summary.imported += 1
 
 
 def _held_ids(service: MemoryService, records: list[Record]) -> set[str]:
