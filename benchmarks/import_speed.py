@@ -1,8 +1,10 @@
 """How fast `mnemo import` loads memories (with their embeddings) and `mnemo export` writes them.
 
-    python benchmarks/import_speed.py [--memories 5000] [--format mnemo|text|mcp-memory]
+    python benchmarks/import_speed.py [--memories 5000] [--format mnemo|text|mcp-memory] [--texts FILE]
 
-Writes N distinct synthetic memories in the chosen format, imports them into a fresh store with
+Writes N distinct synthetic memories (or the first N memories of an evaluation file in
+../shared/eval/'s format, ``--texts``: real notes or conversation turns, longer and less alike
+than the synthetic ones) in the chosen format, imports them into a fresh store with
 the local model (the same code as `mnemo import`), exports the store, and imports that export back
 into it (every memory a duplicate, found by id); prints memories per second for each step and the
 machine's load.
@@ -51,6 +53,11 @@ def sentences(count: int) -> list[str]:
     ]
 
 
+def evaluation_texts(path: Path, count: int) -> list[str]:
+    data = json.loads(path.read_text())
+    return [m["content"] for haystack in data["haystacks"] for m in haystack["memories"]][:count]
+
+
 def write(folder: Path, kind: str, texts: list[str]) -> Path:
     if kind == "text":
         path = folder / "notes.md"
@@ -80,8 +87,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=5000)
     parser.add_argument("--format", choices=["mnemo", "text", "mcp-memory"], default="mnemo")
+    parser.add_argument("--texts", type=Path, help="an evaluation file whose memories' contents to import")
     args = parser.parse_args()
-    texts = sentences(args.memories)
+    texts = sentences(args.memories) if args.texts is None else evaluation_texts(args.texts, args.memories)
     with tempfile.TemporaryDirectory(prefix="mnemo-import-") as scratch:
         folder = Path(scratch)
         source = write(folder, args.format, texts)
@@ -94,7 +102,8 @@ def main() -> None:
         service.storage.close()
     load_avg = os.getloadavg()
     print(
-        f"{args.memories} memories ({args.format}), {os.cpu_count()} cores, load {load_avg[0]:.2f} {load_avg[1]:.2f}\n"
+        f"{len(texts)} memories ({args.format}{', from ' + args.texts.name if args.texts else ''}), "
+        f"{os.cpu_count()} cores, load {load_avg[0]:.2f} {load_avg[1]:.2f}\n"
     )
     print("| step | memories | seconds | memories/s |")
     print("| --- | ---: | ---: | ---: |")
@@ -102,7 +111,7 @@ def main() -> None:
     print(f"| export | {first.imported} | {took_export:.1f} | {first.imported / took_export:.0f} |")
     print(
         f"| import the export back ({again.duplicates} duplicates, by id) | {again.imported} | {took_again:.1f} | "
-        f"{args.memories / took_again:.0f} |"
+        f"{len(texts) / took_again:.0f} |"
     )
     if first.rejected:
         print(f"\nrejected: {dict(first.rejected)}")
