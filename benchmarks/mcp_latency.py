@@ -87,7 +87,7 @@ FLOOR_SERVER = textwrap.dedent(
     """
     import json, sys
     from mcp.server.mcpserver import MCPServer
-    from mnemo.profiles.full import RecallMemoriesResult
+    from mnemo.profiles.full_schemas import RecallMemoriesResult
 
     answer = json.loads(open(sys.argv[1]).read())
     server = MCPServer("floor")

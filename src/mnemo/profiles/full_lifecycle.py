@@ -27,20 +27,15 @@ from mnemo.lifecycle.consolidate import MAX_INSTRUCTIONS_CHARS, MAX_SOURCES, MIN
 from mnemo.lifecycle.sync import SyncFilters, run_sync
 from mnemo.model import MAX_REASON_CHARS, canonical_category, to_iso
 from mnemo.profiles import Omitted, hints, run
+from mnemo.profiles.full_schemas import Output
 from mnemo.service import MemoryService
 
-API_VERSION = "1.0.0"
 MAX_CRITERIA_CATEGORIES = 20
 
 
 NEXT_SYNC = timedelta(hours=12)  # what a sync's answer recommends for the next one
 MAX_SYNC_CATEGORIES = 20
 MAX_LOCATION_CHARS = 1024  # a store name (64) or, for a local caller, a folder's path
-
-
-class _Output(BaseModel):
-    api_version: str = API_VERSION
-    success: bool = True
 
 
 class AutoArchiveCriteria(BaseModel):
@@ -81,7 +76,7 @@ class Provenance(BaseModel):
     archive_ids: list[str]
 
 
-class ConsolidateMemoriesResult(_Output):
+class ConsolidateMemoriesResult(Output):
     consolidated_memory_id: str
     source_memory_ids: list[str]
     content: str
@@ -103,7 +98,7 @@ class ArchivedMemoryOut(BaseModel):
     storage_cost_reduction: float
 
 
-class ArchiveMemoryResult(_Output):
+class ArchiveMemoryResult(Output):
     archive_job_id: str
     archived_count: int
     memories_archived: list[ArchivedMemoryOut]
@@ -140,7 +135,7 @@ class ConflictHandled(BaseModel):
     winner: str
 
 
-class SyncMemoriesResult(_Output):
+class SyncMemoriesResult(Output):
     sync_id: str  # also its job: mnemo://jobs/{sync_id}
     sync_type: str
     source: str
@@ -163,7 +158,7 @@ class RestoredMemoryOut(BaseModel):
     restoration_time_ms: float
 
 
-class RestoreMemoryResult(_Output):
+class RestoreMemoryResult(Output):
     restore_job_id: str
     status: Literal["completed"] = "completed"
     restored_count: int

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from mnemo.caller import current
 from mnemo.errors import InvalidInput, MnemoError, RateLimited
 from mnemo.model import to_iso
-from mnemo.profiles.full import listed_memory
+from mnemo.profiles.full_schemas import listed_memory
 from mnemo.request_ledger import RequestLedger
 from mnemo.serve.rest_openapi import openapi_document
 
