@@ -36,14 +36,14 @@ from mnemo.storage import (
     sqlite_files,
     sqlite_jobs,
     sqlite_requests,
+    sqlite_text,
 )
 from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite_files import DB_FILENAME
 from mnemo.storage.sqlite_schema import ENTRY_COUNTER, MIGRATIONS
 
 TOP_FIRST_FACTOR = 3  # how many more best text hits than asked for are checked against filters
-RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (see _ranked_matches)
-_RANKED = "SELECT rowid, -bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?"
+RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (see sqlite_text.ranked_matches)
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
@@ -63,44 +63,6 @@ def _passing(db: sqlite3.Connection, keys: Sequence[int], where: str, params: li
         f"SELECT m.rowid, m.id FROM json_each(?) AS k CROSS JOIN memories m ON m.rowid = k.value WHERE {where}",
         [json.dumps(list(keys)), *params],
     ).fetchall()
-
-
-def _any_of(terms: Sequence[str]) -> str:
-    """An FTS5 query that matches any of the terms; each is quoted, so none is read as syntax."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
-def _ranked_matches(db: sqlite3.Connection, terms: Sequence[str], cap: int) -> tuple[str, list[Any]]:
-    """SQL (and its parameters) for the ``(rowid, score)`` of the matches a search ranks.
-
-    A score is the memory's BM25 against all the terms: a sum over the terms it contains. FTS5
-    scores every match of a query before it sorts, so an OR of words that each match a large
-    share of the store scores most of it (16 ms and more at 100,000 memories). Here the rarest
-    terms, while together they match at most ``cap`` memories, are the rare ones: every memory
-    that contains one is ranked, with its full score (a second query, rare AND common, adds the
-    common terms' share). Of the memories that contain only common terms, the newest ``cap``
-    are ranked. When no term is common, as in any store of up to ``cap`` memories, that is every
-    match, scored exactly as one OR query of the terms scores it.
-    """
-    rare, common = sql.rare_and_common({term: _count_up_to(db, _any_of([term]), cap + 1) for term in terms}, cap)
-    if not common:
-        return _RANKED, [_any_of(terms)]
-    newest = f"SELECT * FROM ({_RANKED} ORDER BY rowid DESC LIMIT ?)"
-    if not rare:
-        return newest, [_any_of(common), cap]
-    # A memory found by several of these keeps its best score: the one from the most terms.
-    return (
-        f"SELECT rowid, MAX(score) AS score FROM ({newest} UNION ALL {_RANKED} UNION ALL {_RANKED}) GROUP BY rowid",
-        [_any_of(common), cap, _any_of(rare), f"({_any_of(common)}) AND ({_any_of(rare)})"],
-    )
-
-
-def _count_up_to(db: sqlite3.Connection, expression: str, most: int) -> int:
-    """How many memories match, counted no further than ``most`` (so it costs at most that)."""
-    (count,) = db.execute(
-        "SELECT count(*) FROM (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)", [expression, most]
-    ).fetchone()
-    return int(count)
 
 
 class SQLiteStorage(SQLStore):
@@ -361,7 +323,7 @@ class SQLiteStorage(SQLStore):
 
     # -- finding -----------------------------------------------------------------------
     def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
-        """The best ``limit`` matches that pass the filters, best first (see ``_ranked_matches``).
+        """The best ``limit`` matches that pass the filters, best first (see ``sqlite_text.ranked_matches``).
 
         Fast path, when only status and expiry filter: rank the matches alone, then check the
         filters on just the best ``TOP_FIRST_FACTOR * limit``. Filters on attributes (a user,
@@ -373,7 +335,7 @@ class SQLiteStorage(SQLStore):
         where, params = sql.where(filters)
         window = TOP_FIRST_FACTOR * limit
         with self._read() as db:
-            ranked, ranked_params = _ranked_matches(db, terms, max(RANKED_MATCHES, window))
+            ranked, ranked_params = sqlite_text.ranked_matches(db, terms, max(RANKED_MATCHES, window))
             if not filters.selects_by_attribute:
                 hits = self._best_then_filter(db, ranked, ranked_params, where, params, limit, window)
                 if hits is not None:
@@ -453,7 +415,7 @@ class SQLiteStorage(SQLStore):
             rows = db.execute(
                 f"SELECT rowid FROM memories WHERE rowid IN ({marks}) AND subject_key = ?"
                 f" UNION SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid IN ({marks})",
-                [*keys, subject, _any_of([subject]), *keys],
+                [*keys, subject, sqlite_text.any_of([subject]), *keys],
             )
             return {key for (key,) in rows}
 
