@@ -1,6 +1,7 @@
 """How fast `mnemo import` loads memories (with their embeddings) and `mnemo export` writes them.
 
     python benchmarks/import_speed.py [--memories 5000] [--format mnemo|text|mcp-memory] [--texts FILE]
+        [--backend sqlite|postgres] [--database-url URL]
 
 Writes N distinct synthetic memories (or the first N memories of an evaluation file in
 ../shared/eval/'s format, ``--texts``: real notes or conversation turns, longer and less alike
@@ -19,6 +20,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TypeVar
 
@@ -88,12 +90,21 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=5000)
     parser.add_argument("--format", choices=["mnemo", "text", "mcp-memory"], default="mnemo")
     parser.add_argument("--texts", type=Path, help="an evaluation file whose memories' contents to import")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument(
+        "--database-url", default=None, help="postgres: a server (default: MNEMO_TEST_POSTGRES_URL, or embedded)"
+    )
     args = parser.parse_args()
     texts = sentences(args.memories) if args.texts is None else evaluation_texts(args.texts, args.memories)
-    with tempfile.TemporaryDirectory(prefix="mnemo-import-") as scratch:
-        folder = Path(scratch)
+    with ExitStack() as stack:
+        url = None
+        if args.backend == "postgres":
+            from postgres_database import fresh_database, postgres_server  # beside this file; needs psycopg
+
+            url = stack.enter_context(fresh_database(stack.enter_context(postgres_server(args.database_url))))
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mnemo-import-")))
         source = write(folder, args.format, texts)
-        service = open_service(Settings(home=folder / "home", config_dir=folder / "config"))
+        service = open_service(Settings(home=folder / "home", config_dir=folder / "config", database_url=url))
         service.warm_up()  # the model's load is not the import's
         first, took = timed(lambda: load(service, formats.read(source, args.format)))
         dump = folder / "export.jsonl"
@@ -102,7 +113,7 @@ def main() -> None:
         service.storage.close()
     load_avg = os.getloadavg()
     print(
-        f"{len(texts)} memories ({args.format}{', from ' + args.texts.name if args.texts else ''}), "
+        f"{len(texts)} memories ({args.format}{', from ' + args.texts.name if args.texts else ''}) on {args.backend}, "
         f"{os.cpu_count()} cores, load {load_avg[0]:.2f} {load_avg[1]:.2f}\n"
     )
     print("| step | memories | seconds | memories/s |")
