@@ -365,6 +365,15 @@ def test_a_batch_is_seen_by_others_only_when_it_ends_and_a_refused_write_undoes_
         other.storage.close()
 
 
+@pytest.mark.parametrize("backend", ["postgres"])  # SQLite goes on after a failed statement
+def test_a_batch_in_which_a_read_failed_on_postgresql_says_so_instead_of_committing_nothing(service: MemoryService):
+    with pytest.raises(StorageError, match="none of it was kept"), service.batched():
+        lost = service.store("Emma plays the cello").memory
+        with pytest.raises(StorageError), service.storage.inner._read() as db:  # type: ignore[attr-defined]
+            db.execute("SELECT 1 / 0")
+    assert service.storage.get(lost.id) is None
+
+
 def test_a_batch_that_fails_keeps_none_of_its_writes_nor_their_vectors_in_the_index(
     settings: Settings, clock: ManualClock
 ):

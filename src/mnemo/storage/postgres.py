@@ -24,6 +24,7 @@ import psycopg_pool
 from pgvector.psycopg import register_vector
 from psycopg import errors
 from psycopg import sql as pgsql
+from psycopg.pq import TransactionStatus
 
 from mnemo.bounds import as_utc
 from mnemo.errors import InvalidInput, Locked, MnemoError, StorageError
@@ -137,6 +138,10 @@ class PostgresStorage(SQLStore):
                 yield
             finally:
                 self._local.db = None
+            if db.info.transaction_status is TransactionStatus.INERROR:
+                # A statement failed outside any write's savepoint (a read), and PostgreSQL then
+                # refuses the rest of the transaction: its COMMIT would quietly roll back.
+                raise StorageError(f"store {self.name!r}: a statement of the batch failed; none of it was kept")
 
     def _batch_connection(self) -> psycopg.Connection | None:
         return getattr(self._local, "db", None)
