@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +20,11 @@ from mnemo.app import open_service
 from mnemo.cli import cli
 from mnemo.config import Settings
 from mnemo.model import Context
+from mnemo.storage.sqlite_files import DB_FILENAME
+from mnemo.transfer.load import BATCH
 
 WORDS_ONLY = {"MNEMO_EMBEDDER": "none"}
+COUNT = 10_000  # notes in the import killed midway: a few seconds of work without a model
 
 
 def run(home: Path, *args: str, **env: str) -> Any:
@@ -121,6 +131,39 @@ def test_with_the_model_a_rewrite_of_a_stored_fact_is_skipped_as_a_near_duplicat
         assert service.recall("who plays an instrument").hits[0].memory.content == "Liam plays the cello."
     finally:
         service.storage.close()
+
+
+def test_an_import_killed_midway_keeps_whole_batches_and_run_again_adds_exactly_the_rest(tmp_path: Path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("\n\n".join(f"Note {n}: the shed key is in drawer {n % 7}" for n in range(COUNT)))
+    home = tmp_path / "home"
+    env = {**os.environ, "MNEMO_HOME": str(home), "MNEMO_CONFIG_DIR": str(tmp_path / "config"), **WORDS_ONLY}
+    importing = subprocess.Popen([sys.executable, "-m", "mnemo", "import", str(notes)], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while _stored(home, tmp_path) < 2 * BATCH:
+        assert time.monotonic() < deadline and importing.poll() is None, "the import ended before it could be killed"
+        time.sleep(0.02)
+    importing.send_signal(signal.SIGKILL)
+    importing.wait()
+    partial = _stored(home, tmp_path)
+    assert 0 < partial < COUNT and partial % BATCH == 0  # a batch is one transaction: all of it or none
+    summary = imported(home, notes)
+    assert (summary["imported"], summary["duplicates_skipped"]) == (COUNT - partial, partial)
+    contents = [m["content"] for m in memories(home)]
+    assert len(contents) == len(set(contents)) == COUNT
+
+
+def _stored(home: Path, tmp_path: Path) -> int:
+    """The memories committed to the default store, read straight from its file (a poll must be quick)."""
+    path = Settings(home=home, config_dir=tmp_path / "config").store_folder("default") / DB_FILENAME
+    if not path.exists():
+        return 0
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
+        try:
+            return int(db.execute("SELECT count(*) FROM memories").fetchone()[0])
+        except sqlite3.OperationalError:  # the schema is not there yet
+            return 0
 
 
 @pytest.mark.parametrize("name", ["memory.json", "notes.txt"])
