@@ -113,7 +113,8 @@ class Storage(Protocol):
     name: str
 
     def close(self) -> None: ...
-    # This thread's writes in the block as one transaction (bulk import): see SQLiteStorage.batch.
+    # This thread's writes in the block as one transaction, each a savepoint in it (a failed write
+    # undoes only itself), which the block's reads see: a bulk import commits once a batch.
     def batch(self) -> AbstractContextManager[None]: ...
 
     # -- single memories ---------------------------------------------------------------

@@ -2,9 +2,10 @@
 
 Concurrency policy: every thread gets its own connection (sqlite3 connections must stay on the
 thread that made them); WAL lets readers run beside one writer; every write is a
-``BEGIN IMMEDIATE`` transaction, so two processes never both read-then-upgrade and deadlock;
-``busy_timeout`` makes a writer wait for another instead of failing, and if the store stays
-busy past it the caller gets ``Locked``, never a raw "database is locked".
+``BEGIN IMMEDIATE`` transaction (in ``batch()``, a savepoint of one), so two processes never both
+read-then-upgrade and deadlock; ``busy_timeout`` makes a writer wait for another instead of
+failing, and if the store stays busy past it the caller gets ``Locked``, never a raw "database is
+locked".
 """
 
 from __future__ import annotations
