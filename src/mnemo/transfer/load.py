@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -72,10 +73,11 @@ def _load(
     done = 0
     # The model embeds the next batch on a worker while this thread stores the current one:
     # onnxruntime releases the GIL, so on two cores the two costs overlap instead of adding up.
+    # The worker runs in this thread's context: its reads see what the running call's caller may see.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-import-embed") as model:
-        upcoming = model.submit(_prepared, service, list(islice(items, BATCH)))
+        upcoming = model.submit(copy_context().run, _prepared, service, list(islice(items, BATCH)))
         while (batch := upcoming.result()).size:
-            upcoming = model.submit(_prepared, service, list(islice(items, BATCH)))
+            upcoming = model.submit(copy_context().run, _prepared, service, list(islice(items, BATCH)))
             for bad in batch.unreadable:
                 summary.reject(bad.where, bad.reason)
             summary.duplicates += batch.held
