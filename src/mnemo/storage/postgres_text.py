@@ -142,18 +142,25 @@ def search(
         matches.append("(SELECT rowid FROM memories WHERE words @@ %s::tsquery ORDER BY rowid DESC LIMIT %s)")
         match_params += [tsquery_any(common), cap]
     idf = [max(math.log((max(n, df[lex]) - df[lex] + 0.5) / (df[lex] + 0.5)), 1e-6) for lex in lexemes]
-    rows = db.execute(
-        "WITH q(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
-        f" found AS ({' UNION '.join(matches)}),"
-        f" docs AS (SELECT w.rowid, w.words, {TOKENS.format(words='w.words')}::float8 AS dl"
-        "  FROM found f JOIN memories w ON w.rowid = f.rowid),"
-        " scored AS MATERIALIZED (SELECT d.rowid,"
-        "  SUM(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * d.dl / %s))) AS score"
-        "  FROM docs d CROSS JOIN LATERAL"
-        "  (SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS tf FROM unnest(d.words) AS u) AS t"
-        "  JOIN q ON q.lexeme = t.lexeme GROUP BY d.rowid)"
-        f" SELECT m.id, m.rowid, s.score FROM scored s JOIN memories m ON m.rowid = s.rowid WHERE {where}"
-        " ORDER BY s.score DESC, m.rowid DESC LIMIT %s",
-        [lexemes, idf, *match_params, K1 + 1, K1, B, B, avgdl, *params, limit],
-    ).fetchall()
-    return [(memory_id, key, float(score)) for memory_id, key, score in rows]
+    scores: dict[int, float] = dict(
+        db.execute(
+            "WITH q(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
+            f" found AS ({' UNION '.join(matches)}),"
+            f" docs AS (SELECT w.rowid, w.words, {TOKENS.format(words='w.words')}::float8 AS dl"
+            "  FROM found f JOIN memories w ON w.rowid = f.rowid)"
+            " SELECT d.rowid, SUM(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * d.dl / %s)))"
+            " FROM docs d CROSS JOIN LATERAL"
+            " (SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS tf FROM unnest(d.words) AS u) AS t"
+            " JOIN q ON q.lexeme = t.lexeme GROUP BY d.rowid",
+            [lexemes, idf, *match_params, K1 + 1, K1, B, B, avgdl],
+        ).fetchall()
+    )
+    if not scores:
+        return []
+    # The scored matches (a few hundred) are checked against the filters by their keys, in a
+    # statement of their own: in one with the scoring, the planner hashed every memory the filters
+    # keep (a scan of the store) whenever its row estimates were off.
+    passing = db.execute(f"SELECT m.id, m.rowid FROM memories m WHERE m.rowid = ANY(%s) AND {where}",
+                         [list(scores), *params]).fetchall()  # fmt: skip
+    ranked = sorted(((float(scores[key]), key, memory_id) for memory_id, key in passing), reverse=True)
+    return [(memory_id, key, score) for score, key, memory_id in ranked[:limit]]  # best first, then newest
