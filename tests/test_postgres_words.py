@@ -88,7 +88,7 @@ def test_a_store_made_before_the_totals_gets_them_from_its_memories(tmp_path: Pa
         db.execute("DROP TABLE word_totals")
         for name in ("added", "removed", "changed"):
             db.execute(f"DROP FUNCTION word_totals_{name}() CASCADE")  # type: ignore[call-overload]
-        db.execute("DELETE FROM migrations WHERE name = 'm003_word_totals'")
+        db.execute("DELETE FROM migrations WHERE name IN ('m003_word_totals', 'm004_keys_in_user_index')")
         db.execute("UPDATE memories SET content = content || ' and a few more words'")  # uncounted
     reopened = _service(tmp_path, postgres_url)
     try:

@@ -16,7 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
+import psycopg
 import pytest
+from psycopg import sql as pgsql
 
 from conftest import sqlite_only
 from mnemo.app import open_service
@@ -30,6 +33,7 @@ from mnemo.query import Filters
 from mnemo.service import MemoryService
 from mnemo.storage import sql
 from mnemo.storage import sqlite as sqlite_backend
+from mnemo.storage.postgres_schema import schema_name
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
 from mnemo.storage.sqlite_schema import MIGRATIONS
@@ -141,6 +145,36 @@ def test_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_index_alone(
     with _raw(folder / DB_FILENAME) as db:
         plan = db.execute(f"EXPLAIN QUERY PLAN SELECT m.rowid FROM memories m WHERE {where}", params).fetchall()
     assert "COVERING INDEX memories_user" in plan[0][-1]
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_postgresql_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_index_alone(
+    service: MemoryService, settings: Settings, clock: ManualClock
+):
+    kept = service.store("Emma is lactose intolerant", context=Context(user_id="u1")).memory
+    service.storage.close()
+    assert settings.database_url is not None
+    with psycopg.connect(settings.database_url, autocommit=True) as db:  # the store as m003 left it
+        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+        db.execute("DROP INDEX memories_user")
+        db.execute("CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at)")
+        db.execute("DELETE FROM migrations WHERE name = 'm004_keys_in_user_index'")
+
+    upgraded = open_service(settings, clock=clock)
+    try:
+        keys = upgraded.storage.keys_matching(Filters(now=clock.now(), user_id="u1"))
+        assert upgraded.storage.keys_passing(keys, Filters(now=clock.now())) == {keys[0]: kept.id}
+        dialect = upgraded.storage.inner._dialect  # type: ignore[attr-defined]
+    finally:
+        upgraded.storage.close()
+    where, params = sql.where(Filters(now=clock.now(), user_id="u1"), dialect)
+    with psycopg.connect(settings.database_url, autocommit=True) as db:
+        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+        db.execute("VACUUM memories")  # marks the pages all-visible, as autovacuum does
+        db.execute("SET enable_seqscan = off")  # one row: the planner would rather read the table
+        db.execute("SET enable_bitmapscan = off")
+        plan = db.execute(f"EXPLAIN SELECT m.rowid FROM memories m WHERE {where}", params).fetchall()  # type: ignore[call-overload]
+    assert "Index Only Scan using memories_user" in plan[0][0]
 
 
 def test_a_store_from_a_newer_mnemo_is_refused_naming_both_schema_versions(tmp_path: Path):
@@ -387,6 +421,38 @@ def test_a_batch_that_fails_keeps_none_of_its_writes_nor_their_vectors_in_the_in
         kept = service.store("Liam collects vinyl records").memory  # may reuse the lost rows' keys
         (hit,) = service.recall("Liam collects vinyl records").hits
         assert hit.memory.id == kept.id and hit.scores.semantic_similarity > 0.99
+    finally:
+        service.storage.close()
+
+
+# -- vectors ------------------------------------------------------------------------------------
+
+
+def test_a_vector_search_among_the_memories_that_pass_filters_returns_their_true_top_k(
+    settings: Settings, clock: ManualClock
+):
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    try:
+        topics = ["cello lessons", "chess club", "vinyl records", "garden roses", "sourdough bread", "tide tables"]
+        for i in range(36):
+            text = f"Note {i} about {topics[i % 6]} and {topics[(i * 5) % 6]}"
+            memory = service.store(text, context=Context(user_id=f"u{i % 3}")).memory
+            if i % 9 == 0:
+                service.forget(memory.id)  # soft-deleted: no longer passes
+        query = FakeEmbedder().embed_query("roses and bread in the garden")
+        filters = Filters(now=clock.now(), user_id="u1")
+        index = service.searcher.index
+        assert index is not None
+        passing = service.storage.keys_matching(filters)
+        cosine = {key: float(vector @ query) for key, vector in index.vectors(passing).items()}
+        best = sorted(cosine.values(), reverse=True)[:5]  # notes that differ by their number alone tie
+
+        found = index.search_passing(query, 5, filters, service.storage)
+
+        assert np.allclose([score for _, score in found], best, atol=1e-5)
+        assert all(np.isclose(score, cosine[key], atol=1e-5) for key, score in found)  # keys that pass
+        nobody = Filters(now=clock.now(), user_id="nobody")
+        assert index.search_passing(query, 5, nobody, service.storage) == []
     finally:
         service.storage.close()
 

@@ -399,5 +399,4 @@ class Searcher:
             if len(passing) >= pool or len(hits) < window:
                 return [(k, s) for k, s in hits if k in passing][:pool]
         # Filters may keep few memories: search among exactly those.
-        allowed = self.storage.keys_matching(filters)
-        return self.index.search(vector, pool, among=allowed)
+        return self.index.search_passing(vector, pool, filters, self.storage)

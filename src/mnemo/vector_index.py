@@ -22,6 +22,8 @@ from mnemo.storage import Storage
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from mnemo.query import Filters
+
 READ_BATCH = 5_000
 EXACT_UP_TO = 20_000  # below this an exact scan is as fast as the sign-bit prefilter
 RERANK_FACTOR = 4
@@ -121,6 +123,9 @@ class VectorIndex:
             top = top[np.argsort(-scores[top])]
             keys = self._keys[top if rows is None else rows[top]]
             return [(int(key), float(scores[i])) for key, i in zip(keys, top, strict=True)]
+
+    def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
+        return self.search(query, k, among=storage.keys_matching(filters))
 
     def _closest_by_sign(self, query: Vectors, n: int) -> npt.NDArray[np.int64]:
         """The n rows whose sign bits differ least from the query's, and every row tied with the last."""

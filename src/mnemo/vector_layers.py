@@ -34,6 +34,8 @@ from mnemo.vector_index import VectorIndex
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from mnemo.query import Filters
+
 log = logging.getLogger(__name__)
 
 # Vectors from which a store's index is a snapshot plus the recent ones. Below, the scan in memory
@@ -177,6 +179,9 @@ class LayeredIndex:
             keys, scores = keys[best], scores[best]
         merged = found + list(zip(keys.tolist(), scores.tolist(), strict=True))
         return sorted(merged, key=lambda hit: -hit[1])[:k]
+
+    def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
+        return self.search(query, k, among=storage.keys_matching(filters))
 
     @staticmethod
     def _nearest_among(

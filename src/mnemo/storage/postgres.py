@@ -269,7 +269,7 @@ class PostgresStorage(SQLStore):
         return int(self._one("SELECT COALESCE(MAX(seq), 0) FROM vectors"))
 
     def vector_search(self) -> postgres_vectors.PostgresVectorSearch:
-        return postgres_vectors.PostgresVectorSearch(self._tx)
+        return postgres_vectors.PostgresVectorSearch(self._tx, self._dialect)
 
     def index_folder(self) -> None:
         """None: the vectors are searched in the database (``vector_search``), no files beside it."""

@@ -258,7 +258,22 @@ def m003_word_totals(db: psycopg.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [m001_create_tables, m002_session_index, m003_word_totals]
+def m004_keys_in_user_index(db: psycopg.Connection) -> None:
+    """The user index carries each memory's key, so that a user filter (every recall on a team
+    server) reads the keys it keeps from the index alone, as SQLite's indexes do (they hold the
+    rowid): at 200,000 memories of 20 users, a user's 9,795 keys took 24 ms with a visit to each
+    memory's row and 4 ms from the index. The rows' pages must be marked all-visible (autovacuum
+    does it), else each row is still visited."""
+    db.execute("DROP INDEX memories_user")
+    db.execute("CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at) INCLUDE (rowid)")
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
+    m001_create_tables,
+    m002_session_index,
+    m003_word_totals,
+    m004_keys_in_user_index,
+]
 _LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock that migrations (of any store) run under
 
 

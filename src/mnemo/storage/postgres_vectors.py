@@ -4,8 +4,8 @@ No index is kept in the process: every search reads the table as committed, so a
 server stored is found by the next search here (an in-memory index tailing a sequence could skip
 a row: concurrent transactions commit sequence values out of order). Unfiltered searches use the
 HNSW index (cosine); ``hnsw.ef_search`` is raised to the number of neighbours wanted, so the index
-can return them all. A search ``among`` given keys (a filter that keeps few memories) is an exact
-``ORDER BY`` over just those rows, so filtered recall keeps its true top k.
+can return them all. A search among the memories that pass a filter (one that keeps few memories)
+is an exact ``ORDER BY`` over just those rows, so filtered recall keeps its true top k.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import psycopg
 from pgvector import Vector
 
 from mnemo.embed import Vectors
-from mnemo.storage import Storage, StoredVector
+from mnemo.query import Filters
+from mnemo.storage import Storage, StoredVector, sql
 from mnemo.storage.postgres_schema import fix_dimension
 
 MAX_EF_SEARCH = 1000  # pgvector's ceiling
@@ -53,8 +54,9 @@ def _bytes(embedding: Vector | np.ndarray) -> bytes:
 class PostgresVectorSearch:
     """``VectorSearch`` in SQL: nothing to refresh or discard, the table is the index."""
 
-    def __init__(self, connect: Connect) -> None:
+    def __init__(self, connect: Connect, dialect: sql.Dialect) -> None:
         self._connect = connect
+        self._dialect = dialect
 
     def refresh(self, storage: Storage) -> None:
         return None
@@ -80,6 +82,21 @@ class PostgresVectorSearch:
                     " WHERE memory_rowid = ANY(%s) ORDER BY cosine DESC LIMIT %s",
                     (Vector(query), list(among), k),
                 ).fetchall()
+        return [(int(key), float(cosine)) for key, cosine in rows]
+
+    def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
+        """One statement: the keys that pass stay in the server (a user's 10,000 keys took ~25 ms to
+        send back as a parameter), read once into an array by the index scan of their vectors."""
+        if k <= 0:
+            return []
+        where, params = sql.where(filters, self._dialect)
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT memory_rowid, 1 - (embedding <=> %s) AS cosine FROM vectors"
+                f" WHERE memory_rowid = ANY(ARRAY(SELECT m.rowid FROM memories m WHERE {where}))"
+                " ORDER BY cosine DESC LIMIT %s",
+                [Vector(query), *params, k],
+            ).fetchall()
         return [(int(key), float(cosine)) for key, cosine in rows]
 
     def similarity(self, query: Vectors, keys: Sequence[int]) -> dict[int, float]:
