@@ -193,13 +193,16 @@ def load(home: Path, count: int, users: list[str], rng: random.Random, database_
 
 
 def filled(home: Path, count: int, users: list[str], rng: random.Random, database_url: str | None) -> float | None:
-    """Fill the store, or reuse the one a previous run filled with as many (then None: not timed)."""
+    """Fill the store, or reuse the one a previous run filled with as many, over as many users (then
+    None: not timed; a store filled before users were counted had 100)."""
     marker = home / FILL_FILE
-    if database_url is None and marker.is_file() and json.loads(marker.read_text()).get("memories") == count:
-        return None
+    if database_url is None and marker.is_file():
+        kept = json.loads(marker.read_text())
+        if (kept.get("memories"), kept.get("users", 100)) == (count, len(users)):
+            return None
     seconds = load(home, count, users, rng, database_url)
     if database_url is None:
-        marker.write_text(json.dumps({"memories": count, "load_s": seconds}))
+        marker.write_text(json.dumps({"memories": count, "users": len(users), "load_s": seconds}))
     return seconds
 
 
@@ -236,7 +239,7 @@ def measure(args: argparse.Namespace, database_url: str | None = None) -> dict[s
             if args.store_dir and database_url is None
             else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         )
-        users = [f"user_{i}" for i in range(100)]
+        users = [f"user_{i}" for i in range(args.users)]
         load_s = filled(home, args.memories, users, rng, database_url)
         rng = random.Random()  # a kept store already holds the notes a fixed seed would store again
         service = open_service(Settings(home=home, database_url=database_url))
@@ -259,7 +262,7 @@ def measure(args: argparse.Namespace, database_url: str | None = None) -> dict[s
         rows["recall (words + meaning, incl. query embedding)"] = timed(
             lambda: service.recall(rng.choice(QUERIES)), args.samples
         )
-        rows["recall, filtered (1 user of 100)"] = timed(
+        rows[f"recall, filtered (1 user of {args.users})"] = timed(
             lambda: service.recall(rng.choice(QUERIES), user_id=rng.choice(users)), args.samples
         )
         rows["list, by importance"] = timed(
@@ -287,6 +290,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--users", type=int, default=100, help="the memories are spread over this many users")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--store-dir", help="SQLite: fill the store here and keep it; reuse it if already filled")
     parser.add_argument(

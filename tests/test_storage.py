@@ -27,7 +27,7 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.engine.results import TagEdit
-from mnemo.errors import CorruptedData, Locked, MnemoError, NotFound, StorageError
+from mnemo.errors import CorruptedData, Duplicate, Locked, MnemoError, NotFound, StorageError
 from mnemo.model import Context, Status
 from mnemo.query import Filters
 from mnemo.service import MemoryService
@@ -406,6 +406,20 @@ def test_a_batch_in_which_a_read_failed_on_postgresql_says_so_instead_of_committ
         with pytest.raises(StorageError), service.storage.inner._read() as db:  # type: ignore[attr-defined]
             db.execute("SELECT 1 / 0")
     assert service.storage.get(lost.id) is None
+
+
+def test_a_batch_finds_a_near_duplicate_of_a_memory_stored_earlier_in_it(settings: Settings, clock: ManualClock):
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    try:
+        with service.batched():
+            first = service.store("Emma plays the cello every Tuesday evening").memory
+            with pytest.raises(Duplicate) as refused:  # same words: to the vectors, the same note
+                service.store("Every Tuesday evening Emma plays the cello", on_duplicate="raise")
+            assert refused.value.existing_id == first.id and "similarity" in refused.value.details  # by its vector
+            assert service.store("Liam plays chess on Sundays").memory.id != first.id  # the batch goes on
+        assert len(service.storage.keys_matching(Filters(now=clock.now()))) == 2
+    finally:
+        service.storage.close()
 
 
 def test_a_batch_that_fails_keeps_none_of_its_writes_nor_their_vectors_in_the_index(

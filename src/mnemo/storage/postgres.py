@@ -178,6 +178,17 @@ class PostgresStorage(SQLStore):
         with self._translated(), self._pool.connection() as db:
             yield db
 
+    @contextmanager
+    def _read_together(self) -> Iterator[psycopg.Connection]:
+        """A read of several statements in one transaction (a ``SET LOCAL``, then the search); in
+        batch(), the batch's own, without a savepoint (two round trips a read; a read undoes nothing)."""
+        if self._batch_connection() is not None:
+            with self._read() as db:
+                yield db
+            return
+        with self._tx() as db:
+            yield db
+
     def _write(self) -> AbstractContextManager[psycopg.Connection]:
         return self._tx()
 
@@ -269,7 +280,7 @@ class PostgresStorage(SQLStore):
         return int(self._one("SELECT COALESCE(MAX(seq), 0) FROM vectors"))
 
     def vector_search(self) -> postgres_vectors.PostgresVectorSearch:
-        return postgres_vectors.PostgresVectorSearch(self._tx, self._dialect)
+        return postgres_vectors.PostgresVectorSearch(self._read_together, self._dialect)
 
     def index_folder(self) -> None:
         """None: the vectors are searched in the database (``vector_search``), no files beside it."""
