@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,8 @@ from mnemo.app import open_service
 from mnemo.cli import cli
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.embed import Vectors
+from mnemo.embed.fake import FakeEmbedder
 from mnemo.engine.results import TagEdit
 from mnemo.errors import Conflict, InvalidInput, Locked
 from mnemo.lifecycle import jobs
@@ -71,6 +73,43 @@ def test_changes_and_deletions_travel_since_the_last_sync(pair, clock):
     assert (report.checked, report.updated, report.deleted) == (2, 1, 1)
     assert team.get(kept.id).content == "The boiler is serviced in May"
     assert team.get(dropped.id).status is Status.FORGOTTEN  # recoverable there too
+
+
+class CountingEmbedder(FakeEmbedder):
+    """The test embedder, counting the texts it embeds."""
+
+    def __init__(self, dimension: int = 64) -> None:
+        super().__init__(dimension)
+        self.embedded = 0
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        self.embedded += len(texts)
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize("team_dimension", [64, 32], ids=["same model", "another model"])
+def test_synced_memories_are_found_by_meaning_with_the_other_stores_vectors_or_their_own(
+    settings: Settings, clock: ManualClock, team_dimension: int
+):
+    laptop = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    team_model = CountingEmbedder(team_dimension)
+    team = open_service(settings, "team", clock=clock, create=True, embedder=team_model)
+    try:
+        boiler = laptop.store("The boiler is serviced in March").memory
+        laptop.store("Liam collects vinyl records")
+        Syncer(laptop, team, "local", "team").sync("push")
+        clock.advance(minutes=5)
+        laptop.update(boiler.id, content="Emma plays the cello on Tuesdays")  # its old vector no longer says it
+        Syncer(laptop, team, "local", "team").sync("push")
+
+        # the same model's vectors are carried, not made again; another model's are made there
+        assert team_model.embedded == (0 if team_dimension == 64 else 3)
+        (best, *_) = team.recall("Emma plays the cello on Tuesdays").hits
+        assert best.memory.id == boiler.id and best.scores.semantic_similarity > 0.99
+        assert team.recall("The boiler is serviced in March").hits[0].scores.semantic_similarity < 0.99
+    finally:
+        laptop.storage.close()
+        team.storage.close()
 
 
 def test_pull_and_bidirectional_bring_the_other_sides_changes(pair, clock):

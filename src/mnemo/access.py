@@ -87,6 +87,9 @@ class ScopedStorage:
         caller = callers.current()
         return [m for m in self.inner.get_many(memory_ids) if can_read(m, caller)]
 
+    def vectors_of(self, memory_ids: Sequence[str]) -> dict[str, bytes]:
+        return self.inner.vectors_of([m.id for m in self.get_many(memory_ids)])
+
     def get_by_path(self, path: str) -> Memory | None:
         memory = self.inner.get_by_path(path)
         return memory if memory is None or can_read(memory, callers.current()) else None

@@ -43,6 +43,15 @@ class EmbeddingOperations(ServiceBase):
     def _embed(self, memories: Sequence[Memory]) -> bool:
         return self._save_vectors(memories, *self._try_embed([m.content for m in memories]))
 
+    def drop_vectors(self, memory_ids: Sequence[str]) -> None:
+        """Forget these memories' vectors, in the store and in this process's index (their content
+        went to an archive tier, or was replaced by a sync)."""
+        keys = self.storage.keys_matching(Filters(now=self.clock.now(), statuses=None, ids=tuple(memory_ids),
+                                                  include_expired=True))  # fmt: skip
+        self.storage.drop_vectors(memory_ids)
+        if self.searcher.index is not None:
+            self.searcher.index.discard(keys)
+
     def embed_pending(self, batch: int = 64) -> int:
         """Embed memories that have no vector yet (stored while the model failed); returns how many."""
         done = 0

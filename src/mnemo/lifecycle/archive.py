@@ -171,7 +171,7 @@ class Archiver:
                 storage.save([self._moved(m, tier, archive_ids[m.id], reference, now, why, actor) for m in batch])
                 progress.advance(start + len(batch))
             if tier != "cold" and not retain_embeddings:
-                self._drop_vectors([m.id for m in targets])
+                self.service.drop_vectors([m.id for m in targets])
             progress.report.update(archived=len(targets), storage_saved_bytes=result.saved_bytes)
         return result
 
@@ -360,14 +360,6 @@ class Archiver:
 
     def _dimension(self) -> int:
         return self.service.embedder.dimension if self.service.embedder is not None else 0
-
-    def _drop_vectors(self, memory_ids: list[str]) -> None:
-        storage = self.service.storage
-        keys = storage.keys_matching(Filters(now=self.service.clock.now(), statuses=None, ids=tuple(memory_ids),
-                                             include_expired=True))  # fmt: skip
-        storage.drop_vectors(memory_ids)
-        if self.service.searcher.index is not None:
-            self.service.searcher.index.discard(keys)
 
     def _folder(self) -> Path:
         if self.settings.folder is None:

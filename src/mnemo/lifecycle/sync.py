@@ -9,7 +9,9 @@ a 409 listing them, nothing applied). Applying writes one memory per transaction
 watermark only at the end, so a sync killed midway and run again finds what it wrote already equal,
 and ends where an uninterrupted one would have. A forgotten memory travels as forgotten (a soft
 delete, recoverable on both sides); memories purged for good, or archived beyond ``cold`` (their
-content lives in the tier), are not carried (counted as skipped).
+content lives in the tier), are not carried (counted as skipped). A memory written on one side
+takes the other side's vector of the same content when both stores' vectors are the model's that
+it embeds with; otherwise it is embedded there (a changed content's old vector is dropped first).
 """
 
 from __future__ import annotations
@@ -158,13 +160,16 @@ class Syncer:
             with jobs.recorded(
                 self.source.storage, self.source.clock, self.kind, report.sync_id, total=len(writes)
             ) as progress:
+                written = []
                 for done, write in enumerate(writes, start=1):
-                    self._apply(write, actor, report)
+                    if self._apply(write, actor, report):
+                        written.append(write)
                     if on_progress is not None:
                         on_progress(done, len(writes))
                     if done % 100 == 0:
                         progress.advance(done)
                 for side in (self.source, self.destination):
+                    self._carry_vectors(side, [w.memory.id for w in written if w.side is side])
                     side.embed_pending()
                 self._set_watermark(started)
                 progress.report.update(created=report.created, updated=report.updated, deleted=report.deleted)
@@ -272,7 +277,7 @@ class Syncer:
         return found
 
     # -- applying --------------------------------------------------------------------------
-    def _apply(self, write: Write, actor: str, report: SyncReport) -> None:
+    def _apply(self, write: Write, actor: str, report: SyncReport) -> bool:
         side, memory, current = write.side, write.memory, write.current
         carried = {name: getattr(memory, name) for name in CARRIED}
         try:
@@ -281,8 +286,10 @@ class Syncer:
                 change = side.change(made, "sync", actor, f"created by sync from {self._other(side)}")
                 side.storage.insert(made, change, numbered=memory.agent_name is not None)
                 report.created += 1
-                return
+                return True
             moved = current.evolve(**carried, version=current.version + 1)
+            if moved.content != current.content:  # its vector is the old content's: carried or embedded below
+                side.drop_vectors([current.id])
             action = (
                 "forget" if memory.status is Status.FORGOTTEN and current.status is not Status.FORGOTTEN else "sync"
             )
@@ -291,9 +298,28 @@ class Syncer:
             )
             report.deleted += action == "forget"
             report.updated += action == "sync"
+            return True
         except Exception as error:  # one memory's failure is counted; the rest goes on
             report.errors += 1
             report.conflicts_handled.append({"memory_id": memory.id, "resolution": "error", "winner": str(error)})
+            return False
+
+    def _carry_vectors(self, side: MemoryService, memory_ids: list[str]) -> None:
+        """Give the memories written to ``side`` the other store's vectors of the same content, when
+        both stores' vectors are the model's that ``side`` embeds with: embedding them again would
+        be most of a sync's time (2,000 new memories: 12.7 of 15.0 s)."""
+        other = self.destination if side is self.source else self.source
+        model = side.embedder.name if side.embedder is not None else None
+        if model is None or side.storage.vector_model() != model or other.storage.vector_model() != model:
+            return
+        for start in range(0, len(memory_ids), PAGE):
+            chunk = memory_ids[start : start + PAGE]
+            kept = side.storage.get_many(chunk)
+            here = {m.id: m.content for m in kept if m.status in (Status.ACTIVE, Status.ARCHIVED)}
+            there = {m.id: m.content for m in other.storage.get_many(chunk)}
+            same = [memory_id for memory_id, content in here.items() if there.get(memory_id) == content]
+            vectors = other.storage.vectors_of(same) if same else {}
+            side.storage.put_vectors(list(vectors.items()))
 
     @property
     def kind(self) -> str:

@@ -276,6 +276,10 @@ class PostgresStorage(SQLStore):
         with self._read() as db:
             return postgres_vectors.after(db, seq, limit)
 
+    def vectors_of(self, memory_ids: Sequence[str]) -> dict[str, bytes]:
+        with self._read() as db:
+            return postgres_vectors.of(db, memory_ids)
+
     def last_vector_seq(self) -> int:
         return int(self._one("SELECT COALESCE(MAX(seq), 0) FROM vectors"))
 

@@ -46,6 +46,14 @@ def after(db: psycopg.Connection, seq: int, limit: int) -> list[StoredVector]:
     return [StoredVector(s, key, _bytes(embedding)) for s, key, embedding in rows]
 
 
+def of(db: psycopg.Connection, memory_ids: Sequence[str]) -> dict[str, bytes]:
+    rows = db.execute(
+        "SELECT m.id, v.embedding FROM memories m JOIN vectors v ON v.memory_rowid = m.rowid WHERE m.id = ANY(%s)",
+        (list(memory_ids),),
+    ).fetchall()
+    return {memory_id: _bytes(embedding) for memory_id, embedding in rows}
+
+
 def _bytes(embedding: Vector | np.ndarray) -> bytes:
     values = embedding.to_numpy() if isinstance(embedding, Vector) else embedding
     return np.asarray(values, dtype="<f4").tobytes()

@@ -397,6 +397,15 @@ class SQLiteStorage(SQLStore):
             ).fetchall()
         return [StoredVector(*row) for row in rows]
 
+    def vectors_of(self, memory_ids: Sequence[str]) -> dict[str, bytes]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT m.id, v.vector FROM memories m JOIN vectors v ON v.memory_rowid = m.rowid"
+                f" WHERE m.id IN ({self._marks(len(memory_ids))})",
+                list(memory_ids),
+            ).fetchall()
+        return dict(rows)
+
     def last_vector_seq(self) -> int:
         with self._read() as db:
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM vectors").fetchone()
