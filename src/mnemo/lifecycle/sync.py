@@ -318,8 +318,7 @@ class Syncer:
             here = {m.id: m.content for m in kept if m.status in (Status.ACTIVE, Status.ARCHIVED)}
             there = {m.id: m.content for m in other.storage.get_many(chunk)}
             same = [memory_id for memory_id, content in here.items() if there.get(memory_id) == content]
-            vectors = other.storage.vectors_of(same) if same else {}
-            side.storage.put_vectors(list(vectors.items()))
+            side.storage.put_vectors(list(other.storage.vectors_of(same).items()))
 
     @property
     def kind(self) -> str:

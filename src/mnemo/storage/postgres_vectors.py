@@ -93,8 +93,8 @@ class PostgresVectorSearch:
         return [(int(key), float(cosine)) for key, cosine in rows]
 
     def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
-        """One statement: the keys that pass stay in the server (a user's 10,000 keys took ~25 ms to
-        send back as a parameter), read once into an array by the index scan of their vectors."""
+        """One statement: the keys that pass are gathered into an array in the server and their vectors
+        scored exactly, never sent to the process and back (a user's 10,000 keys took ~25 ms as a parameter)."""
         if k <= 0:
             return []
         where, params = sql.where(filters, self._dialect)

@@ -398,6 +398,8 @@ class SQLiteStorage(SQLStore):
         return [StoredVector(*row) for row in rows]
 
     def vectors_of(self, memory_ids: Sequence[str]) -> dict[str, bytes]:
+        if not memory_ids:
+            return {}
         with self._read() as db:
             rows = db.execute(
                 "SELECT m.id, v.vector FROM memories m JOIN vectors v ON v.memory_rowid = m.rowid"
