@@ -169,7 +169,7 @@ class Syncer:
                     if done % 100 == 0:
                         progress.advance(done)
                 for side in (self.source, self.destination):
-                    self._carry_vectors(side, [w.memory.id for w in written if w.side is side])
+                    self._carry_vectors(side, [w.memory for w in written if w.side is side])
                     side.embed_pending()
                 self._set_watermark(started)
                 progress.report.update(created=report.created, updated=report.updated, deleted=report.deleted)
@@ -304,20 +304,19 @@ class Syncer:
             report.conflicts_handled.append({"memory_id": memory.id, "resolution": "error", "winner": str(error)})
             return False
 
-    def _carry_vectors(self, side: MemoryService, memory_ids: list[str]) -> None:
-        """Give the memories written to ``side`` the other store's vectors of the same content, when
-        both stores' vectors are the model's that ``side`` embeds with: embedding them again would
-        be most of a sync's time (2,000 new memories: 12.7 of 15.0 s)."""
+    def _carry_vectors(self, side: MemoryService, written: list[Memory]) -> None:
+        """Give the memories written to ``side`` (as written) the other store's vectors of the same
+        content, when both stores' vectors are the model's that ``side`` embeds with: embedding them
+        again would be most of a sync's time (2,000 new memories: 12.7 of 15.0 s)."""
         other = self.destination if side is self.source else self.source
         model = side.embedder.name if side.embedder is not None else None
         if model is None or side.storage.vector_model() != model or other.storage.vector_model() != model:
             return
-        for start in range(0, len(memory_ids), PAGE):
-            chunk = memory_ids[start : start + PAGE]
-            kept = side.storage.get_many(chunk)
-            here = {m.id: m.content for m in kept if m.status in (Status.ACTIVE, Status.ARCHIVED)}
-            there = {m.id: m.content for m in other.storage.get_many(chunk)}
-            same = [memory_id for memory_id, content in here.items() if there.get(memory_id) == content]
+        embedded = [m for m in written if m.status in (Status.ACTIVE, Status.ARCHIVED)]
+        for start in range(0, len(embedded), PAGE):
+            chunk = embedded[start : start + PAGE]
+            there = {m.id: m.content for m in other.storage.get_many([m.id for m in chunk])}
+            same = [m.id for m in chunk if there.get(m.id) == m.content]
             side.storage.put_vectors(list(other.storage.vectors_of(same).items()))
 
     @property

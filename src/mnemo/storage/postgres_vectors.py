@@ -72,24 +72,15 @@ class PostgresVectorSearch:
     def discard(self, keys: Sequence[int]) -> None:
         return None  # drop_vectors deleted their rows
 
-    def search(self, query: Vectors, k: int, among: Sequence[int] | None = None) -> list[tuple[int, float]]:
-        if k <= 0 or (among is not None and not among):
+    def search(self, query: Vectors, k: int) -> list[tuple[int, float]]:
+        if k <= 0:
             return []
         with self._connect() as db:
-            if among is None:
-                db.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(k, MAX_EF_SEARCH))}")
-                rows = db.execute(
-                    "SELECT memory_rowid, 1 - (embedding <=> %s) FROM vectors ORDER BY embedding <=> %s LIMIT %s",
-                    (Vector(query), Vector(query), k),
-                ).fetchall()
-            else:
-                # Ordered by the cosine, not by the distance operator, so never by the (approximate)
-                # HNSW index: an exact score of just these rows, found by their primary key.
-                rows = db.execute(
-                    "SELECT memory_rowid, 1 - (embedding <=> %s) AS cosine FROM vectors"
-                    " WHERE memory_rowid = ANY(%s) ORDER BY cosine DESC LIMIT %s",
-                    (Vector(query), list(among), k),
-                ).fetchall()
+            db.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(k, MAX_EF_SEARCH))}")
+            rows = db.execute(
+                "SELECT memory_rowid, 1 - (embedding <=> %s) FROM vectors ORDER BY embedding <=> %s LIMIT %s",
+                (Vector(query), Vector(query), k),
+            ).fetchall()
         return [(int(key), float(cosine)) for key, cosine in rows]
 
     def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
@@ -99,6 +90,8 @@ class PostgresVectorSearch:
             return []
         where, params = sql.where(filters, self._dialect)
         with self._connect() as db:
+            # Ordered by the cosine, not by the distance operator, so never by the (approximate)
+            # HNSW index: an exact score of just these rows, found by their primary key.
             rows = db.execute(
                 "SELECT memory_rowid, 1 - (embedding <=> %s) AS cosine FROM vectors"
                 f" WHERE memory_rowid = ANY(ARRAY(SELECT m.rowid FROM memories m WHERE {where}))"
