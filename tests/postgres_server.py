@@ -102,3 +102,12 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     name = postgres_server.create_database()
     yield postgres_server.url(name)
     postgres_server.drop_database(name)
+
+
+def undo_m005(db: psycopg.Connection) -> None:
+    """Put a store's schema back as migration m004 left it (``db``'s search path on the store's
+    schema), so that a test can open it as a store made by an older mnemo."""
+    db.execute("ALTER TABLE memories DROP COLUMN sign_bits")  # and the user index that includes it
+    db.execute("DROP FUNCTION sign_bits(public.vector)")
+    db.execute("CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at) INCLUDE (rowid)")
+    db.execute("DELETE FROM migrations WHERE name = 'm005_sign_bits_in_user_index'")

@@ -20,6 +20,7 @@ from mnemo.engine.results import TagEdit
 from mnemo.service import MemoryService
 from mnemo.storage import postgres_text
 from mnemo.storage.postgres_schema import TOKENS, schema_name
+from postgres_server import undo_m005
 
 RECOUNT = f"SELECT count(*), COALESCE(sum({TOKENS.format(words='words')}), 0) FROM memories WHERE words IS NOT NULL"
 KEPT = "SELECT COALESCE(sum(documents), 0), COALESCE(sum(tokens), 0) FROM word_totals"
@@ -85,6 +86,7 @@ def test_a_store_made_before_the_totals_gets_them_from_its_memories(tmp_path: Pa
         service.store(f"Memory {i} from before the upgrade, about apples and pears.")
     service.storage.close()
     with _db(postgres_url) as db:  # the store as m002 left it
+        undo_m005(db)
         db.execute("DROP TABLE word_totals")
         for name in ("added", "removed", "changed"):
             db.execute(f"DROP FUNCTION word_totals_{name}() CASCADE")  # type: ignore[call-overload]

@@ -37,6 +37,7 @@ from mnemo.storage.postgres_schema import schema_name
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
 from mnemo.storage.sqlite_schema import MIGRATIONS
+from postgres_server import undo_m005
 
 MIGRATION_NAMES = [m.__name__ for m in MIGRATIONS]
 
@@ -156,6 +157,7 @@ def test_postgresql_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_inde
     assert settings.database_url is not None
     with psycopg.connect(settings.database_url, autocommit=True) as db:  # the store as m003 left it
         db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+        undo_m005(db)
         db.execute("DROP INDEX memories_user")
         db.execute("CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at)")
         db.execute("DELETE FROM migrations WHERE name = 'm004_keys_in_user_index'")
@@ -175,6 +177,89 @@ def test_postgresql_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_inde
         db.execute("SET enable_bitmapscan = off")
         plan = db.execute(f"EXPLAIN SELECT m.rowid FROM memories m WHERE {where}", params).fetchall()  # type: ignore[call-overload]
     assert "Index Only Scan using memories_user" in plan[0][0]
+
+
+def _sign_bits(database_url: str) -> dict[str, tuple[str | None, str | None]]:
+    """Each memory's sign bits as stored, and as its vector's signs make them (None: no vector)."""
+    with psycopg.connect(database_url, autocommit=True) as db:
+        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+        rows = db.execute(
+            "SELECT m.id, m.sign_bits::text, v.embedding::text FROM memories m"
+            " LEFT JOIN vectors v ON v.memory_rowid = m.rowid"
+        ).fetchall()
+    signs = {}
+    for memory_id, bits, embedding in rows:
+        values = None if embedding is None else np.array(embedding.strip("[]").split(","), dtype=np.float32)
+        signs[memory_id] = (bits, None if values is None else "".join("1" if x > 0 else "0" for x in values))
+    return signs
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_postgresql_memories_carry_their_vectors_sign_bits_through_every_vector_write(
+    settings: Settings, clock: ManualClock
+):
+    assert settings.database_url is not None
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    emma = service.store("Emma is lactose intolerant", context=Context(user_id="u1")).memory
+    liam = service.store("Liam collects vinyl records", context=Context(user_id="u1")).memory
+    signs = _sign_bits(settings.database_url)
+    dimension = FakeEmbedder().dimension
+    assert all(bits == expected and bits is not None and len(bits) == dimension for bits, expected in signs.values())
+
+    service.storage.drop_vectors([emma.id])
+    assert _sign_bits(settings.database_url)[emma.id] == (None, None)
+    assert _sign_bits(settings.database_url)[liam.id] == signs[liam.id]
+    service.update(liam.id, content="Liam collects jazz records from the fifties")  # embedded again
+    changed = _sign_bits(settings.database_url)[liam.id]
+    assert changed[0] == changed[1] and changed != signs[liam.id]
+
+    service.storage.reset_vectors("another-model")
+    service.storage.close()
+    assert set(_sign_bits(settings.database_url).values()) == {(None, None)}
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_postgresql_m005_gives_stored_memories_their_sign_bits_and_filtered_search_reads_them_from_the_index(
+    settings: Settings, clock: ManualClock
+):
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    for i in range(12):
+        service.store(f"Note {i}: the garden roses need {i} litres of water", context=Context(user_id=f"u{i % 2}"))
+    assert settings.database_url is not None
+    before = _sign_bits(settings.database_url)
+    service.storage.close()
+    with psycopg.connect(settings.database_url, autocommit=True) as db:  # the store as m004 left it
+        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+        undo_m005(db)
+
+    upgraded = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    try:
+        assert _sign_bits(settings.database_url) == before
+        filters = Filters(now=clock.now(), user_id="u1")
+        query = FakeEmbedder().embed_query("how much water do the roses need?")
+        index = upgraded.searcher.index
+        assert index is not None
+        passing = upgraded.storage.keys_matching(filters)
+        cosine = {key: float(vector @ query) for key, vector in index.vectors(passing).items()}
+        found = index.search_passing(query, 3, filters, upgraded.storage)
+        assert np.allclose([score for _, score in found], sorted(cosine.values(), reverse=True)[:3], atol=1e-5)
+        dialect = upgraded.storage.inner._dialect  # type: ignore[attr-defined]
+    finally:
+        upgraded.storage.close()
+    where, params = sql.where(filters, dialect)
+    with psycopg.connect(settings.database_url, autocommit=True) as db:
+        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+        db.execute("VACUUM memories")  # marks the pages all-visible, as autovacuum does
+        db.execute("SET enable_seqscan = off")  # a few rows: the planner would rather read the table
+        db.execute("SET enable_bitmapscan = off")
+        plan = "\n".join(
+            line
+            for (line,) in db.execute(  # type: ignore[call-overload]
+                f"EXPLAIN SELECT m.rowid FROM memories m WHERE {where} ORDER BY bit_count(m.sign_bits # %s) LIMIT 5",
+                [*params, "1" * len(query)],
+            )
+        )
+    assert "Index Only Scan using memories_user" in plan
 
 
 def test_a_store_from_a_newer_mnemo_is_refused_naming_both_schema_versions(tmp_path: Path):

@@ -5,7 +5,8 @@ server stored is found by the next search here (an in-memory index tailing a seq
 a row: concurrent transactions commit sequence values out of order). Unfiltered searches use the
 HNSW index (cosine); ``hnsw.ef_search`` is raised to the number of neighbours wanted, so the index
 can return them all. A search among the memories that pass a filter (one that keeps few memories)
-is an exact ``ORDER BY`` over just those rows, so filtered recall keeps its true top k.
+scores exactly the SHORTLIST of them whose vectors' signs are closest to the query's (all of them
+when they are fewer), so filtered recall keeps its true top k (see search_passing).
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from mnemo.storage import Storage, StoredVector, sql
 from mnemo.storage.postgres_schema import fix_dimension
 
 MAX_EF_SEARCH = 1000  # pgvector's ceiling
+# A filtered search scores exactly the SHORTLIST memories (at least, SHORTLIST_PER_RESULT a result
+# wanted) whose sign bits are nearest the query's. At 200,000 memories of 20 users (~10,000 each;
+# python benchmarks/latency.py --memories 200000 --users 20 --backend postgres fills such a store),
+# 120 searches for recall's 50 candidates: with 1,000 the top 10 were always the exact ones and the
+# top 50 missed 2 of 6,000 (ranks 24 and 39); with 2,000 all were the exact ones.
+SHORTLIST = 2_000
+SHORTLIST_PER_RESULT = 40
 Connect = Callable[[], AbstractContextManager[psycopg.Connection]]
 
 
@@ -32,11 +40,23 @@ def put(db: psycopg.Connection, vectors: Sequence[tuple[str, bytes]]) -> None:
         return
     fix_dimension(db, len(vectors[0][1]) // 4)
     with db.cursor() as cursor:
+        # The memory's row first (its sign bits, see search_passing), then the vector's: every write
+        # takes the two rows' locks in that order, as an edit of a memory does.
         cursor.executemany(
-            "INSERT INTO vectors (memory_rowid, embedding) SELECT rowid, %s FROM memories WHERE id = %s"
+            "WITH m AS (UPDATE memories SET sign_bits = sign_bits(%(v)s) WHERE id = %(id)s RETURNING rowid)"
+            " INSERT INTO vectors (memory_rowid, embedding) SELECT rowid, %(v)s FROM m"
             " ON CONFLICT (memory_rowid) DO UPDATE SET embedding = excluded.embedding, seq = nextval('vector_seq')",
-            [(Vector(np.frombuffer(vector, dtype="<f4")), memory_id) for memory_id, vector in vectors],
+            [{"v": Vector(np.frombuffer(vector, dtype="<f4")), "id": memory_id} for memory_id, vector in vectors],
         )
+
+
+def drop(db: psycopg.Connection, memory_ids: Sequence[str]) -> None:
+    """Delete these memories' vectors (and their sign bits)."""
+    db.execute(
+        "WITH m AS (UPDATE memories SET sign_bits = NULL WHERE id = ANY(%s) RETURNING rowid)"
+        " DELETE FROM vectors WHERE memory_rowid IN (SELECT rowid FROM m)",
+        (list(memory_ids),),
+    )
 
 
 def after(db: psycopg.Connection, seq: int, limit: int) -> list[StoredVector]:
@@ -84,19 +104,26 @@ class PostgresVectorSearch:
         return [(int(key), float(cosine)) for key, cosine in rows]
 
     def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
-        """One statement: the keys that pass are gathered into an array in the server and their vectors
-        scored exactly, never sent to the process and back (a user's 10,000 keys took ~25 ms as a parameter)."""
+        """One statement: of the memories that pass, the SHORTLIST whose sign bits are closest to the
+        query's (read from the user index alone when the filter is a user's, postgres_schema.m005) are
+        gathered into an array in the server and their vectors scored exactly. The keys never travel to
+        the process and back (a user's 10,000 took ~25 ms as a parameter), and only the shortlist's
+        vectors are read: each is on a page of its own."""
         if k <= 0:
             return []
         where, params = sql.where(filters, self._dialect)
+        shortlist = max(SHORTLIST, SHORTLIST_PER_RESULT * k)
+        vector = Vector(query)
         with self._connect() as db:
             # Ordered by the cosine, not by the distance operator, so never by the (approximate)
-            # HNSW index: an exact score of just these rows, found by their primary key.
+            # HNSW index: an exact score of just these rows, found by their primary key. The query's
+            # sign bits are an InitPlan: computed once, not once a row.
             rows = db.execute(
                 "SELECT memory_rowid, 1 - (embedding <=> %s) AS cosine FROM vectors"
-                f" WHERE memory_rowid = ANY(ARRAY(SELECT m.rowid FROM memories m WHERE {where}))"
+                f" WHERE memory_rowid = ANY(ARRAY(SELECT m.rowid FROM memories m WHERE {where}"
+                "  ORDER BY bit_count(m.sign_bits # (SELECT sign_bits(%s))) LIMIT %s))"
                 " ORDER BY cosine DESC LIMIT %s",
-                [Vector(query), *params, k],
+                [vector, *params, vector, shortlist, k],
             ).fetchall()
         return [(int(key), float(cosine)) for key, cosine in rows]
 
