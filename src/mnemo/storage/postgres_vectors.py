@@ -5,8 +5,8 @@ server stored is found by the next search here (an in-memory index tailing a seq
 a row: concurrent transactions commit sequence values out of order). Unfiltered searches use the
 HNSW index (cosine); ``hnsw.ef_search`` is raised to the number of neighbours wanted, so the index
 can return them all. A search among the memories that pass a filter (one that keeps few memories)
-scores exactly the SHORTLIST of them whose vectors' signs are closest to the query's (all of them
-when they are fewer), so filtered recall keeps its true top k (see search_passing).
+scores exactly the SHORTLIST of them whose vectors' signs are closest to the query's: all of them
+when they are fewer, so its top k is the true one, and past that the same as measured (see SHORTLIST).
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ class PostgresVectorSearch:
         with self._connect() as db:
             # Ordered by the cosine, not by the distance operator, so never by the (approximate)
             # HNSW index: an exact score of just these rows, found by their primary key. The query's
-            # sign bits are an InitPlan: computed once, not once a row.
+            # sign bits are an InitPlan: computed once, not once a row. A memory without sign bits
+            # (a vector written by a mnemo older than m005 still running) sorts last.
             rows = db.execute(
                 "SELECT memory_rowid, 1 - (embedding <=> %s) AS cosine FROM vectors"
                 f" WHERE memory_rowid = ANY(ARRAY(SELECT m.rowid FROM memories m WHERE {where}"
