@@ -20,6 +20,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from mnemo.storage.postgres_schema import schema_name
+
 TEMPLATE = "mnemo_test_template"
 _numbers = itertools.count(1)
 
@@ -102,6 +104,13 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     name = postgres_server.create_database()
     yield postgres_server.url(name)
     postgres_server.drop_database(name)
+
+
+def store_connection(url: str, store: str = "default") -> psycopg.Connection:
+    """A connection (autocommit) to the database at ``url`` whose search path is the store's schema."""
+    db = psycopg.connect(url, autocommit=True)
+    db.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema_name(store))))
+    return db
 
 
 def undo_m005(db: psycopg.Connection) -> None:

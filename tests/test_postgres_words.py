@@ -20,7 +20,7 @@ from mnemo.engine.results import TagEdit
 from mnemo.service import MemoryService
 from mnemo.storage import postgres_text
 from mnemo.storage.postgres_schema import TOKENS, schema_name
-from postgres_server import undo_m005
+from postgres_server import store_connection, undo_m005
 
 RECOUNT = f"SELECT count(*), COALESCE(sum({TOKENS.format(words='words')}), 0) FROM memories WHERE words IS NOT NULL"
 KEPT = "SELECT COALESCE(sum(documents), 0), COALESCE(sum(tokens), 0) FROM word_totals"
@@ -30,14 +30,8 @@ def _service(tmp_path: Path, url: str) -> MemoryService:
     return open_service(Settings(home=tmp_path / "home", embedder="none", database_url=url))
 
 
-def _db(url: str) -> psycopg.Connection:
-    db = psycopg.connect(url, autocommit=True)
-    db.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema_name("default"))))
-    return db
-
-
 def _totals(url: str) -> tuple[tuple[int, int], tuple[int, int]]:
-    with _db(url) as db:
+    with store_connection(url) as db:
         return tuple(db.execute(KEPT).fetchone()), tuple(db.execute(RECOUNT).fetchone())  # type: ignore[return-value]
 
 
@@ -85,7 +79,7 @@ def test_a_store_made_before_the_totals_gets_them_from_its_memories(tmp_path: Pa
     for i in range(5):
         service.store(f"Memory {i} from before the upgrade, about apples and pears.")
     service.storage.close()
-    with _db(postgres_url) as db:  # the store as m002 left it
+    with store_connection(postgres_url) as db:  # the store as m002 left it
         undo_m005(db)
         db.execute("DROP TABLE word_totals")
         for name in ("added", "removed", "changed"):
@@ -111,7 +105,7 @@ def test_a_common_word_is_estimated_from_the_newest_memories(
     try:
         for i in range(40):  # "kettle" in every other memory, "teapot" in three
             service.store(f"Entry {i}: " + ("the kettle" if i % 2 else "a teacup") + (" and teapot" if i < 3 else ""))
-        with _db(postgres_url) as db:
+        with store_connection(postgres_url) as db:
             n, _ = postgres_text.WordStats.totals(db)
             df = postgres_text.WordStats().document_frequencies(db, ["kettl", "teapot"], n)
             together = postgres_text.WordStats().document_frequencies(db, ["entri", "teapot", "kettl"], n)

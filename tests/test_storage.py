@@ -17,9 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
-import psycopg
 import pytest
-from psycopg import sql as pgsql
 
 from conftest import sqlite_only
 from mnemo.app import open_service
@@ -33,11 +31,10 @@ from mnemo.query import Filters
 from mnemo.service import MemoryService
 from mnemo.storage import sql
 from mnemo.storage import sqlite as sqlite_backend
-from mnemo.storage.postgres_schema import schema_name
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
 from mnemo.storage.sqlite_schema import MIGRATIONS
-from postgres_server import undo_m005
+from postgres_server import store_connection, undo_m005
 
 MIGRATION_NAMES = [m.__name__ for m in MIGRATIONS]
 
@@ -155,8 +152,7 @@ def test_postgresql_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_inde
     kept = service.store("Emma is lactose intolerant", context=Context(user_id="u1")).memory
     service.storage.close()
     assert settings.database_url is not None
-    with psycopg.connect(settings.database_url, autocommit=True) as db:  # the store as m003 left it
-        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+    with store_connection(settings.database_url) as db:  # the store as m003 left it
         undo_m005(db)
         db.execute("DROP INDEX memories_user")
         db.execute("CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at)")
@@ -170,8 +166,7 @@ def test_postgresql_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_inde
     finally:
         upgraded.storage.close()
     where, params = sql.where(Filters(now=clock.now(), user_id="u1"), dialect)
-    with psycopg.connect(settings.database_url, autocommit=True) as db:
-        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+    with store_connection(settings.database_url) as db:
         db.execute("VACUUM memories")  # marks the pages all-visible, as autovacuum does
         db.execute("SET enable_seqscan = off")  # one row: the planner would rather read the table
         db.execute("SET enable_bitmapscan = off")
@@ -181,8 +176,7 @@ def test_postgresql_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_inde
 
 def _sign_bits(database_url: str) -> dict[str, tuple[str | None, str | None]]:
     """Each memory's sign bits as stored, and as its vector's signs make them (None: no vector)."""
-    with psycopg.connect(database_url, autocommit=True) as db:
-        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+    with store_connection(database_url) as db:
         rows = db.execute(
             "SELECT m.id, m.sign_bits::text, v.embedding::text FROM memories m"
             " LEFT JOIN vectors v ON v.memory_rowid = m.rowid"
@@ -228,8 +222,7 @@ def test_postgresql_m005_gives_stored_memories_their_sign_bits_and_filtered_sear
     assert settings.database_url is not None
     before = _sign_bits(settings.database_url)
     service.storage.close()
-    with psycopg.connect(settings.database_url, autocommit=True) as db:  # the store as m004 left it
-        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+    with store_connection(settings.database_url) as db:  # the store as m004 left it
         undo_m005(db)
 
     upgraded = open_service(settings, clock=clock, embedder=FakeEmbedder())
@@ -247,8 +240,7 @@ def test_postgresql_m005_gives_stored_memories_their_sign_bits_and_filtered_sear
     finally:
         upgraded.storage.close()
     where, params = sql.where(filters, dialect)
-    with psycopg.connect(settings.database_url, autocommit=True) as db:
-        db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema_name("default"))))
+    with store_connection(settings.database_url) as db:
         db.execute("VACUUM memories")  # marks the pages all-visible, as autovacuum does
         db.execute("SET enable_seqscan = off")  # a few rows: the planner would rather read the table
         db.execute("SET enable_bitmapscan = off")
