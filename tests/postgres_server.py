@@ -113,9 +113,22 @@ def store_connection(url: str, store: str = "default") -> psycopg.Connection:
     return db
 
 
+def undo_m006(db: psycopg.Connection) -> None:
+    """Put a store's schema back as migration m005 left it (``db``'s search path on the store's schema),
+    so that a test can open it as a store made by an older mnemo: sign bits in the memories' rows."""
+    db.execute("DROP TABLE vector_signs")
+    db.execute("DROP FUNCTION vector_signs_follow_user() CASCADE")  # and its trigger
+    db.execute("ALTER TABLE memories ADD COLUMN sign_bits varbit")
+    db.execute("UPDATE memories m SET sign_bits = sign_bits(v.embedding) FROM vectors v WHERE v.memory_rowid = m.rowid")
+    db.execute("DROP INDEX memories_user")
+    db.execute(
+        "CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at) INCLUDE (rowid, sign_bits)"
+    )
+    db.execute("DELETE FROM migrations WHERE name = 'm006_sign_bits_beside_vectors'")
+
+
 def undo_m005(db: psycopg.Connection) -> None:
-    """Put a store's schema back as migration m004 left it (``db``'s search path on the store's
-    schema), so that a test can open it as a store made by an older mnemo."""
+    """Put a store's schema back from m005's to m004's (after ``undo_m006``)."""
     db.execute("ALTER TABLE memories DROP COLUMN sign_bits")  # and the user index that includes it
     db.execute("DROP FUNCTION sign_bits(public.vector)")
     db.execute("CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at) INCLUDE (rowid)")

@@ -20,7 +20,7 @@ from mnemo.engine.results import TagEdit
 from mnemo.service import MemoryService
 from mnemo.storage import postgres_text
 from mnemo.storage.postgres_schema import TOKENS, schema_name
-from postgres_server import store_connection, undo_m005
+from postgres_server import store_connection, undo_m005, undo_m006
 
 RECOUNT = f"SELECT count(*), COALESCE(sum({TOKENS.format(words='words')}), 0) FROM memories WHERE words IS NOT NULL"
 KEPT = "SELECT COALESCE(sum(documents), 0), COALESCE(sum(tokens), 0) FROM word_totals"
@@ -80,6 +80,7 @@ def test_a_store_made_before_the_totals_gets_them_from_its_memories(tmp_path: Pa
         service.store(f"Memory {i} from before the upgrade, about apples and pears.")
     service.storage.close()
     with store_connection(postgres_url) as db:  # the store as m002 left it
+        undo_m006(db)
         undo_m005(db)
         db.execute("DROP TABLE word_totals")
         for name in ("added", "removed", "changed"):

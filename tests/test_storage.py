@@ -29,12 +29,12 @@ from mnemo.errors import CorruptedData, Duplicate, Locked, MnemoError, NotFound,
 from mnemo.model import Context, Status
 from mnemo.query import Filters
 from mnemo.service import MemoryService
-from mnemo.storage import sql
+from mnemo.storage import postgres_vectors, sql
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
 from mnemo.storage.sqlite_schema import MIGRATIONS
-from postgres_server import store_connection, undo_m005
+from postgres_server import store_connection, undo_m005, undo_m006
 
 MIGRATION_NAMES = [m.__name__ for m in MIGRATIONS]
 
@@ -153,6 +153,7 @@ def test_postgresql_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_inde
     service.storage.close()
     assert settings.database_url is not None
     with store_connection(settings.database_url) as db:  # the store as m003 left it
+        undo_m006(db)
         undo_m005(db)
         db.execute("DROP INDEX memories_user")
         db.execute("CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at)")
@@ -178,8 +179,8 @@ def _sign_bits(database_url: str) -> dict[str, tuple[str | None, str | None]]:
     """Each memory's sign bits as stored, and as its vector's signs make them (None: no vector)."""
     with store_connection(database_url) as db:
         rows = db.execute(
-            "SELECT m.id, m.sign_bits::text, v.embedding::text FROM memories m"
-            " LEFT JOIN vectors v ON v.memory_rowid = m.rowid"
+            "SELECT m.id, s.bits::text, v.embedding::text FROM memories m"
+            " LEFT JOIN vectors v ON v.memory_rowid = m.rowid LEFT JOIN vector_signs s ON s.memory_rowid = m.rowid"
         ).fetchall()
     signs = {}
     for memory_id, bits, embedding in rows:
@@ -188,17 +189,28 @@ def _sign_bits(database_url: str) -> dict[str, tuple[str | None, str | None]]:
     return signs
 
 
+def _sign_users(database_url: str) -> dict[str, str | None]:
+    """The user beside each memory's sign bits."""
+    with store_connection(database_url) as db:
+        rows = db.execute(
+            "SELECT m.id, s.user_id FROM memories m JOIN vector_signs s ON s.memory_rowid = m.rowid"
+        ).fetchall()
+    return dict(rows)
+
+
 @pytest.mark.parametrize("backend", ["postgres"])
-def test_postgresql_memories_carry_their_vectors_sign_bits_through_every_vector_write(
-    settings: Settings, clock: ManualClock
+def test_postgresql_vectors_carry_their_sign_bits_and_user_through_every_write(
+    settings: Settings, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ):
     assert settings.database_url is not None
     service = open_service(settings, clock=clock, embedder=FakeEmbedder())
     emma = service.store("Emma is lactose intolerant", context=Context(user_id="u1")).memory
     liam = service.store("Liam collects vinyl records", context=Context(user_id="u1")).memory
+    nobody = service.store("The office closes at six").memory
     signs = _sign_bits(settings.database_url)
     dimension = FakeEmbedder().dimension
     assert all(bits == expected and bits is not None and len(bits) == dimension for bits, expected in signs.values())
+    assert _sign_users(settings.database_url) == {emma.id: "u1", liam.id: "u1", nobody.id: None}
 
     service.storage.drop_vectors([emma.id])
     assert _sign_bits(settings.database_url)[emma.id] == (None, None)
@@ -206,6 +218,21 @@ def test_postgresql_memories_carry_their_vectors_sign_bits_through_every_vector_
     service.update(liam.id, content="Liam collects jazz records from the fifties")  # embedded again
     changed = _sign_bits(settings.database_url)[liam.id]
     assert changed[0] == changed[1] and changed != signs[liam.id]
+    with store_connection(settings.database_url) as db:  # a change of user, as a program may make one
+        db.execute("UPDATE memories SET user_id = 'u2' WHERE id = %s", (liam.id,))
+        db.execute("UPDATE memories SET user_id = 'u3' WHERE id = %s", (nobody.id,))
+    assert _sign_users(settings.database_url) == {liam.id: "u2", nobody.id: "u3"}
+    # A shortlist of one: the search finds Liam's note for u2 only by the bits filed under u2.
+    service.store("The garden roses need water every morning", context=Context(user_id="u2"))
+    monkeypatch.setattr(postgres_vectors, "SHORTLIST", 1)
+    monkeypatch.setattr(postgres_vectors, "SHORTLIST_PER_RESULT", 1)
+    index = service.searcher.index
+    assert index is not None
+    query = FakeEmbedder().embed_query("Liam collects jazz records from the fifties")
+    found = index.search_passing(query, 1, Filters(now=clock.now(), user_id="u2"), service.storage)
+    assert [service.storage.keys_passing([key], Filters(now=clock.now())) for key, _ in found] == [
+        {found[0][0]: liam.id}
+    ]
 
     service.storage.reset_vectors("another-model")
     service.storage.close()
@@ -213,8 +240,9 @@ def test_postgresql_memories_carry_their_vectors_sign_bits_through_every_vector_
 
 
 @pytest.mark.parametrize("backend", ["postgres"])
-def test_postgresql_m005_gives_stored_memories_their_sign_bits_and_filtered_search_reads_them_from_the_index(
-    settings: Settings, clock: ManualClock
+@pytest.mark.parametrize("made_by", ["m004", "m005"])
+def test_postgresql_m006_gives_stored_vectors_their_sign_bits_and_filtered_search_reads_them_from_indexes(
+    settings: Settings, clock: ManualClock, made_by: str
 ):
     service = open_service(settings, clock=clock, embedder=FakeEmbedder())
     for i in range(12):
@@ -222,8 +250,10 @@ def test_postgresql_m005_gives_stored_memories_their_sign_bits_and_filtered_sear
     assert settings.database_url is not None
     before = _sign_bits(settings.database_url)
     service.storage.close()
-    with store_connection(settings.database_url) as db:  # the store as m004 left it
-        undo_m005(db)
+    with store_connection(settings.database_url) as db:  # the store as an older mnemo left it
+        undo_m006(db)
+        if made_by == "m004":
+            undo_m005(db)
 
     upgraded = open_service(settings, clock=clock, embedder=FakeEmbedder())
     try:
@@ -241,17 +271,20 @@ def test_postgresql_m005_gives_stored_memories_their_sign_bits_and_filtered_sear
         upgraded.storage.close()
     where, params = sql.where(filters, dialect)
     with store_connection(settings.database_url) as db:
-        db.execute("VACUUM memories")  # marks the pages all-visible, as autovacuum does
-        db.execute("SET enable_seqscan = off")  # a few rows: the planner would rather read the table
+        db.execute("VACUUM memories, vector_signs")  # marks the pages all-visible, as autovacuum does
+        db.execute("SET enable_seqscan = off")  # a few rows: the planner would rather read the tables
         db.execute("SET enable_bitmapscan = off")
         plan = "\n".join(
             line
             for (line,) in db.execute(  # type: ignore[call-overload]
-                f"EXPLAIN SELECT m.rowid FROM memories m WHERE {where} ORDER BY bit_count(m.sign_bits # %s) LIMIT 5",
+                "EXPLAIN SELECT m.rowid FROM memories m"
+                " LEFT JOIN vector_signs s ON s.memory_rowid = m.rowid AND s.user_id = m.user_id"
+                f" WHERE {where} ORDER BY bit_count(s.bits # %s) LIMIT 5",
                 [*params, "1" * len(query)],
             )
         )
     assert "Index Only Scan using memories_user" in plan
+    assert "Index Only Scan using vector_signs_user" in plan
 
 
 def test_a_store_from_a_newer_mnemo_is_refused_naming_both_schema_versions(tmp_path: Path):

@@ -263,7 +263,7 @@ class PostgresStorage(SQLStore):
     def reset_vectors(self, model: str) -> None:
         """Forget every vector and record which model the next ones come from."""
         with self._tx() as db:
-            db.execute("UPDATE memories SET sign_bits = NULL WHERE sign_bits IS NOT NULL")
+            db.execute("DELETE FROM vector_signs")  # first: else each vector's deletion looks for its row
             db.execute("DELETE FROM vectors")
             unfix_dimension(db)
             self._put_setting(db, "vector_model", model)
@@ -271,10 +271,6 @@ class PostgresStorage(SQLStore):
     def put_vectors(self, vectors: Sequence[tuple[str, bytes]]) -> None:
         with self._tx() as db:
             postgres_vectors.put(db, vectors)
-
-    def drop_vectors(self, memory_ids: Sequence[str]) -> None:
-        with self._tx() as db:
-            postgres_vectors.drop(db, memory_ids)
 
     def vectors_after(self, seq: int, limit: int) -> list[StoredVector]:
         """Vectors by seq; not for tailing (see postgres_vectors): searches go to ``vector_search``."""

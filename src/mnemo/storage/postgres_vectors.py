@@ -40,23 +40,19 @@ def put(db: psycopg.Connection, vectors: Sequence[tuple[str, bytes]]) -> None:
         return
     fix_dimension(db, len(vectors[0][1]) // 4)
     with db.cursor() as cursor:
-        # The memory's row first (its sign bits, see search_passing), then the vector's: every write
-        # takes the two rows' locks in that order, as an edit of a memory does.
+        # The vector's sign bits beside it, with the memory's user (see search_passing). The memory's
+        # row is locked first, as an edit of it does (and its vector's foreign key would): a change of
+        # its user waits, then carries over (postgres_schema.m006), or has been made and is read.
         cursor.executemany(
-            "WITH m AS (UPDATE memories SET sign_bits = sign_bits(%(v)s) WHERE id = %(id)s RETURNING rowid)"
-            " INSERT INTO vectors (memory_rowid, embedding) SELECT rowid, %(v)s FROM m"
-            " ON CONFLICT (memory_rowid) DO UPDATE SET embedding = excluded.embedding, seq = nextval('vector_seq')",
+            "WITH m AS (SELECT rowid, user_id FROM memories WHERE id = %(id)s FOR SHARE),"
+            " v AS (INSERT INTO vectors (memory_rowid, embedding) SELECT rowid, %(v)s FROM m"
+            "  ON CONFLICT (memory_rowid) DO UPDATE SET embedding = excluded.embedding, seq = nextval('vector_seq')"
+            "  RETURNING memory_rowid)"
+            " INSERT INTO vector_signs SELECT m.rowid, m.user_id, sign_bits(%(v)s)"
+            "  FROM v JOIN m ON m.rowid = v.memory_rowid"
+            " ON CONFLICT (memory_rowid) DO UPDATE SET user_id = excluded.user_id, bits = excluded.bits",
             [{"v": Vector(np.frombuffer(vector, dtype="<f4")), "id": memory_id} for memory_id, vector in vectors],
         )
-
-
-def drop(db: psycopg.Connection, memory_ids: Sequence[str]) -> None:
-    """Delete these memories' vectors (and their sign bits)."""
-    db.execute(
-        "WITH m AS (UPDATE memories SET sign_bits = NULL WHERE id = ANY(%s) RETURNING rowid)"
-        " DELETE FROM vectors WHERE memory_rowid IN (SELECT rowid FROM m)",
-        (list(memory_ids),),
-    )
 
 
 def after(db: psycopg.Connection, seq: int, limit: int) -> list[StoredVector]:
@@ -105,24 +101,28 @@ class PostgresVectorSearch:
 
     def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
         """One statement: of the memories that pass, the SHORTLIST whose sign bits are closest to the
-        query's (read from the user index alone when the filter is a user's, postgres_schema.m005) are
-        gathered into an array in the server and their vectors scored exactly. The keys never travel to
-        the process and back (a user's 10,000 took ~25 ms as a parameter), and only the shortlist's
-        vectors are read: each is on a page of its own."""
+        query's are gathered into an array in the server and their vectors scored exactly. When the
+        filter is a user's, the keys that pass come from the user index and the bits from the user's
+        index on ``vector_signs`` (postgres_schema.m006), without reading a memory's row. The keys
+        never travel to the process and back (a user's 10,000 took ~25 ms as a parameter), and only
+        the shortlist's vectors are read: each is on a page of its own."""
         if k <= 0:
             return []
         where, params = sql.where(filters, self._dialect)
+        # Said in the join, the user is the planner's to filter vector_signs by as well.
+        same_user = " AND s.user_id = m.user_id" if filters.user_id is not None else ""
         shortlist = max(SHORTLIST, SHORTLIST_PER_RESULT * k)
         vector = Vector(query)
         with self._connect() as db:
             # Ordered by the cosine, not by the distance operator, so never by the (approximate)
             # HNSW index: an exact score of just these rows, found by their primary key. The query's
             # sign bits are an InitPlan: computed once, not once a row. A memory without sign bits
-            # (a vector written by a mnemo older than m005 still running) sorts last.
+            # (no vector, or one an older mnemo still running wrote) sorts last.
             rows = db.execute(
                 "SELECT memory_rowid, 1 - (embedding <=> %s) AS cosine FROM vectors"
-                f" WHERE memory_rowid = ANY(ARRAY(SELECT m.rowid FROM memories m WHERE {where}"
-                "  ORDER BY bit_count(m.sign_bits # (SELECT sign_bits(%s))) LIMIT %s))"
+                " WHERE memory_rowid = ANY(ARRAY(SELECT m.rowid FROM memories m"
+                f"  LEFT JOIN vector_signs s ON s.memory_rowid = m.rowid{same_user} WHERE {where}"
+                "  ORDER BY bit_count(s.bits # (SELECT sign_bits(%s))) LIMIT %s))"
                 " ORDER BY cosine DESC LIMIT %s",
                 [vector, *params, vector, shortlist, k],
             ).fetchall()
