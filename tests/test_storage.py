@@ -240,6 +240,16 @@ def test_postgresql_vectors_carry_their_sign_bits_and_user_through_every_write(
 
 
 @pytest.mark.parametrize("backend", ["postgres"])
+def test_postgresql_sessions_plan_each_statement_for_its_own_parameters(service: MemoryService):
+    # Prepared statements (psycopg prepares those run five times) must not fall back to one plan for
+    # all parameters: a search's best plan depends on its words and its filter (README, "Large stores").
+    for _ in range(3):
+        service.recall("what is Emma allergic to")
+    with service.storage.inner._read() as db:  # type: ignore[attr-defined]
+        assert db.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
 @pytest.mark.parametrize("made_by", ["m004", "m005"])
 def test_postgresql_m006_gives_stored_vectors_their_sign_bits_and_filtered_search_reads_them_from_indexes(
     settings: Settings, clock: ManualClock, made_by: str

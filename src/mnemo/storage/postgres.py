@@ -110,6 +110,11 @@ class PostgresStorage(SQLStore):
         db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(self.schema)))
         db.execute("SET TIME ZONE 'UTC'")
         db.execute(f"SET lock_timeout = {int(self._busy_timeout_s * 1000)}")
+        # psycopg prepares a statement run five times, and PostgreSQL then plans it once for any
+        # parameters when that plan's estimate is no worse: a word search's best plan depends on how
+        # common its words are, a filtered search's on how many memories the filter keeps, and the
+        # one plan for all of them doubled recall's time (README, "Large stores").
+        db.execute("SET plan_cache_mode = force_custom_plan")
         register_vector(db)
 
     # -- connections and transactions -----------------------------------------------

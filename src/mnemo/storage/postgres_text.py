@@ -136,18 +136,20 @@ def search(
     matches: list[str] = []
     match_params: list[Any] = []
     if rare:
-        matches.append("SELECT rowid FROM memories WHERE words @@ %s::tsquery")
+        matches.append("SELECT rowid, words FROM memories WHERE words @@ %s::tsquery")
         match_params.append(tsquery_any(rare))
     if common:
-        matches.append("(SELECT rowid FROM memories WHERE words @@ %s::tsquery ORDER BY rowid DESC LIMIT %s)")
+        matches.append("(SELECT rowid, words FROM memories WHERE words @@ %s::tsquery ORDER BY rowid DESC LIMIT %s)")
         match_params += [tsquery_any(common), cap]
     idf = [max(math.log((max(n, df[lex]) - df[lex] + 0.5) / (df[lex] + 0.5)), 1e-6) for lex in lexemes]
+    # The matches bring their words along (no second visit to each row), and each match's length
+    # is counted once (materialized), not once for each of its words the query holds.
     scores: dict[int, float] = dict(
         db.execute(
             "WITH q(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
-            f" found AS ({' UNION '.join(matches)}),"
-            f" docs AS (SELECT w.rowid, w.words, {TOKENS.format(words='w.words')}::float8 AS dl"
-            "  FROM found f JOIN memories w ON w.rowid = f.rowid)"
+            f" found AS ({' UNION ALL '.join(matches)}),"
+            " docs AS MATERIALIZED (SELECT DISTINCT ON (f.rowid) f.rowid, f.words,"
+            f"  {TOKENS.format(words='f.words')}::float8 AS dl FROM found f)"
             " SELECT d.rowid, SUM(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * d.dl / %s)))"
             " FROM docs d CROSS JOIN LATERAL"
             " (SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS tf FROM unnest(d.words) AS u) AS t"
