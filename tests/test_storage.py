@@ -240,13 +240,26 @@ def test_postgresql_vectors_carry_their_sign_bits_and_user_through_every_write(
 
 
 @pytest.mark.parametrize("backend", ["postgres"])
-def test_postgresql_sessions_plan_each_statement_for_its_own_parameters(service: MemoryService):
-    # Prepared statements (psycopg prepares those run five times) must not fall back to one plan for
-    # all parameters: a search's best plan depends on its words and its filter (README, "Large stores").
-    for _ in range(3):
+def test_postgresql_plans_each_read_for_its_parameters_and_keeps_the_writes_prepared(
+    settings: Settings, clock: ManualClock
+):
+    # psycopg prepares a statement run five times, and PostgreSQL may then use one plan for all
+    # parameters: a search's best plan depends on its words and its filter, so reads are never
+    # prepared; a write's plan does not, so writes are (README, "Large stores"). One connection:
+    # prepared statements are its session's.
+    service = open_service(settings.model_copy(update={"database_pool_size": 1}), clock=clock, embedder=FakeEmbedder())
+    for i in range(8):
+        service.store(f"Emma is allergic to pollen number {i}", context=Context(user_id="u1"))
         service.recall("what is Emma allergic to")
-    with service.storage.inner._read() as db:  # type: ignore[attr-defined]
-        assert db.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
+        service.recall("what is Emma allergic to", user_id="u1")
+    with service.storage.inner._tx() as db:  # type: ignore[attr-defined]
+        prepared = [statement for (statement,) in db.execute("SELECT statement FROM pg_prepared_statements")]
+        assert db.prepare_threshold == 5  # a read gives its connection back as it found it
+    service.storage.close()
+    assert any(statement.startswith("INSERT INTO memories") for statement in prepared)
+    assert any(statement.startswith("INSERT INTO versions") for statement in prepared)
+    searches = ("unnest(d.words)", "bit_count", "<=>", "words @@")
+    assert not [statement for statement in prepared if any(part in statement for part in searches)]
 
 
 @pytest.mark.parametrize("backend", ["postgres"])

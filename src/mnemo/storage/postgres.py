@@ -70,6 +70,23 @@ def _dialect(server_version: int) -> sql.Dialect:
     return sql.Dialect("%s", as_utc, as_utc, contains, None, 'COLLATE "C"')
 
 
+@contextmanager
+def _planned_each_time(db: psycopg.Connection) -> Iterator[None]:
+    """The block's statements unprepared, so PostgreSQL plans each for its parameters.
+
+    psycopg prepares a statement once it has run five times, and PostgreSQL then keeps one plan for
+    any parameters when that plan's estimate is no worse: a word search's best plan depends on how
+    common its words are, a filtered search's on how many memories the filter keeps, and one plan
+    for all of them doubled recall's time. Writes stay prepared: their plans do not depend on their
+    values, and planning each again cost storing ~6% (README, "Large stores")."""
+    threshold = db.prepare_threshold
+    db.prepare_threshold = None
+    try:
+        yield
+    finally:
+        db.prepare_threshold = threshold
+
+
 class PostgresStorage(SQLStore):
     """A store kept in schema ``mnemo_<name>`` of the database at ``url``."""
 
@@ -110,11 +127,6 @@ class PostgresStorage(SQLStore):
         db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(self.schema)))
         db.execute("SET TIME ZONE 'UTC'")
         db.execute(f"SET lock_timeout = {int(self._busy_timeout_s * 1000)}")
-        # psycopg prepares a statement run five times, and PostgreSQL then plans it once for any
-        # parameters when that plan's estimate is no worse: a word search's best plan depends on how
-        # common its words are, a filtered search's on how many memories the filter keeps, and the
-        # one plan for all of them doubled recall's time (README, "Large stores").
-        db.execute("SET plan_cache_mode = force_custom_plan")
         register_vector(db)
 
     # -- connections and transactions -----------------------------------------------
@@ -177,10 +189,10 @@ class PostgresStorage(SQLStore):
         in batch(), its connection, which sees the batch's writes."""
         batched = self._batch_connection()
         if batched is not None:
-            with self._translated():
+            with self._translated(), _planned_each_time(batched):
                 yield batched
             return
-        with self._translated(), self._pool.connection() as db:
+        with self._translated(), self._pool.connection() as db, _planned_each_time(db):
             yield db
 
     @contextmanager
@@ -191,7 +203,7 @@ class PostgresStorage(SQLStore):
             with self._read() as db:
                 yield db
             return
-        with self._tx() as db:
+        with self._tx() as db, _planned_each_time(db):
             yield db
 
     def _write(self) -> AbstractContextManager[psycopg.Connection]:

@@ -114,7 +114,7 @@ class SQLStore(ABC):
                 ).fetchone()  # fmt: skip
             except self._unique_violation as exc:
                 raise Conflict(f"memory {memory.id} or its path already exists", memory_id=memory.id) from exc
-            self._write_tags(db, rowid, memory.all_tags)
+            self._add_tags(db, rowid, memory.all_tags)
             at = self._dialect.time(change.at)
             self._many(db, self._q("INSERT INTO links VALUES (?, ?, ?) ON CONFLICT DO NOTHING"),
                        [(memory.id, target, at) for target in link_to])  # fmt: skip
@@ -132,12 +132,17 @@ class SQLStore(ABC):
                     self._q(f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({marks}) RETURNING rowid"),
                     sql.row_values(memory, self._dialect),
                 ).fetchone()
-                self._write_tags(db, rowid, memory.all_tags)
+                self._add_tags(db, rowid, memory.all_tags)
                 keys.append(rowid)
         return keys
 
     def _write_tags(self, db: Any, rowid: int, tags: Sequence[str]) -> None:
+        """Replace a stored memory's tags."""
         db.execute(self._q("DELETE FROM memory_tags WHERE memory_rowid = ?"), (rowid,))
+        self._add_tags(db, rowid, tags)
+
+    def _add_tags(self, db: Any, rowid: int, tags: Sequence[str]) -> None:
+        """Tag a memory (a new row has none to replace)."""
         self._many(
             db, self._q("INSERT INTO memory_tags VALUES (?, ?) ON CONFLICT DO NOTHING"), [(t, rowid) for t in tags]
         )
