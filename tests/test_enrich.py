@@ -242,3 +242,17 @@ def test_the_readout_is_read_from_any_folder_and_kept_in_the_first_that_takes_it
     assert len(kept) == 1
     assert enrich.CategoryDetector(FakeEmbedder(), [tmp_path / "elsewhere", home]).load()
     assert not (tmp_path / "elsewhere").exists()  # read back from home: nothing fitted, nothing written
+
+
+def test_a_new_readout_fit_removes_older_fits_but_not_files_being_written(tmp_path: Path) -> None:
+    from mnemo.embed.fake import FakeEmbedder
+
+    older = tmp_path / "category-readout-0123456789abcdef.npz"
+    partial = tmp_path / "category-readout-fedcba9876543210.npz.4242.tmp.npz"  # another process's
+    for path in (older, partial, tmp_path / "model.onnx"):
+        path.write_bytes(b"x")
+    enrich.CategoryDetector(FakeEmbedder(), [tmp_path]).load()
+    kept = sorted(path.name for path in tmp_path.iterdir())
+    assert not older.exists()
+    assert partial.name in kept and "model.onnx" in kept
+    assert len([name for name in kept if name.endswith(".npz") and ".tmp." not in name]) == 1

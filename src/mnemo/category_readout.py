@@ -52,6 +52,7 @@ FIT_L2 = 1e-3
 FEATURES_VERSION = 1  # part of the kept fit's name: a change to the features below makes a new fit
 
 _TOKEN = re.compile(r"[a-z]+|\d+")
+_FIT_FILE = re.compile(r"category-readout-[0-9a-f]{16}\.npz")  # not another process's partial file
 _MONTH = re.compile(r"^(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*$")
 
 
@@ -118,7 +119,8 @@ class CategoryReadout:
         """Fitted once per model, examples and rules (``rules_recipe`` names them), then read back from
         the first folder that has it.
 
-        A fit made here is kept in the first folder that takes the file; if none does, it is still used.
+        A fit made here is kept in the first folder that takes the file, whose older fits it replaces;
+        if none takes it, it is still used.
         """
         folders = list(cache_dirs)
         recipe = json.dumps(
@@ -140,6 +142,7 @@ class CategoryReadout:
                 vocabulary = np.array(list(fitted.vocabulary), dtype=str)
                 np.savez(partial, vocabulary=vocabulary, weights=fitted.weights, bias=fitted.bias)
                 os.replace(partial, folder / name)
+                _remove_older_fits(folder, keep=name)
                 break
             except OSError:  # a read-only folder (or no folder at all): try the next
                 with contextlib.suppress(OSError):
@@ -158,3 +161,12 @@ class CategoryReadout:
         logits = self._features(text, vector, rule_row) @ self.weights + self.bias
         logits -= logits.max()
         return logits - np.log(np.exp(logits).sum())
+
+
+def _remove_older_fits(folder: Path, keep: str) -> None:
+    """Remove the fits of other examples or settings (an older mnemo's) from a model's folder: each
+    change of them makes a new fit, and the old files would pile up there."""
+    for stale in folder.iterdir():
+        if stale.name != keep and _FIT_FILE.fullmatch(stale.name):
+            with contextlib.suppress(OSError):
+                stale.unlink()
