@@ -21,6 +21,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from mnemo.storage import postgres_schema
 from mnemo.storage.postgres_schema import schema_name
 
 TEMPLATE = "mnemo_test_template"
@@ -126,12 +127,8 @@ def undo_m006(db: psycopg.Connection) -> None:
     so that a test can open it as a store made by an older mnemo: sign bits in the memories' rows."""
     db.execute("DROP TABLE vector_signs")
     db.execute("DROP FUNCTION vector_signs_follow_user() CASCADE")  # and its trigger
-    db.execute("ALTER TABLE memories ADD COLUMN sign_bits varbit")
-    db.execute("UPDATE memories m SET sign_bits = sign_bits(v.embedding) FROM vectors v WHERE v.memory_rowid = m.rowid")
-    db.execute("DROP INDEX memories_user")
-    db.execute(
-        "CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at) INCLUDE (rowid, sign_bits)"
-    )
+    db.execute("DROP FUNCTION sign_bits(public.vector)")  # m005 makes it
+    postgres_schema.m005_sign_bits_in_user_index(db)
     db.execute("DELETE FROM migrations WHERE name = 'm006_sign_bits_beside_vectors'")
 
 
