@@ -83,6 +83,25 @@ def test_recall_over_the_snapshot_finds_new_updated_and_not_forgotten_memories(l
     assert gone.id not in {hit.memory.id for hit in large.recall("practises kayak", limit=20).hits}
 
 
+def test_a_snapshot_built_from_the_last_holds_exactly_the_store_s_current_vectors(large: MemoryService):
+    # The next snapshot merges the last one's rows still current with the vectors stored since:
+    # re-embedded memories take their new vector, deleted ones leave, new ones join, in key order.
+    storage = large.searcher.storage
+    for i in (3, 50, 97):
+        large.update(large.recall(fact(i), limit=1).hits[0].memory.id, content=f"Person {i} now keeps goats")
+    large.store("Zoe keeps bees on the roof of the old mill")
+    storage.drop_vectors([large.recall(fact(20), limit=1).hits[0].memory.id])
+    index = layered(large)
+    index.refresh(storage)
+    assert index.build(storage)
+    snapshot = index._snapshot
+    assert snapshot is not None
+    held = {v.key: np.frombuffer(v.vector, dtype=np.float32) for v in storage.vectors_after(0, 10_000)}
+    assert snapshot.keys.tolist() == sorted(held) == sorted(storage.vector_keys())
+    assert np.array_equal(np.asarray(snapshot.vectors), np.stack([held[key] for key in sorted(held)]))
+    assert snapshot.meta.count == len(held)
+
+
 def test_a_discarded_key_leaves_the_snapshot_s_answers(large: MemoryService):
     index = layered(large)
     query = FakeEmbedder().embed_query(fact(42))

@@ -135,9 +135,10 @@ def build(folder: Path, storage: Storage, model: str, dimension: int, previous: 
     work = folder / f".building-{os.getpid()}-{target}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    # Rows: first the vectors stored after the previous snapshot, then the previous rows still
-    # current (neither re-embedded since nor gone), both copied in batches into a mapped file.
-    vectors = np.lib.format.open_memmap(work / "unsorted.npy", "w+", np.float32, (max(len(live), 1), dimension))
+    # The vectors stored after the previous snapshot, copied in batches into a mapped file; the
+    # previous rows still current (neither re-embedded since nor gone) are read from the previous
+    # snapshot only when the sorted file is written, so they are copied once.
+    fresh = np.lib.format.open_memmap(work / "fresh.npy", "w+", np.float32, (max(len(live), 1), dimension))
     keys = np.zeros(len(live), dtype=np.int64)
     count = 0
     seq = since
@@ -145,34 +146,30 @@ def build(folder: Path, storage: Storage, model: str, dimension: int, previous: 
         batch = [v for v in batch if v.seq <= target]
         if not batch:
             break
-        fresh = np.frombuffer(b"".join(v.vector for v in batch), dtype=np.float32).reshape(len(batch), dimension)
+        vectors = np.frombuffer(b"".join(v.vector for v in batch), dtype=np.float32).reshape(len(batch), dimension)
         batch_keys = np.array([v.key for v in batch], dtype=np.int64)
         current = np.isin(batch_keys, live)  # deleted since it was read: left out
         n = int(current.sum())
-        keys[count : count + n], vectors[count : count + n] = batch_keys[current], fresh[current]
+        keys[count : count + n], fresh[count : count + n] = batch_keys[current], vectors[current]
         count += n
         seq = batch[-1].seq
-    renewed = keys[:count].copy()
+    renewed = keys[:count]
     graph = _graph_class()(
         ndim=dimension, metric="cos", dtype="i8", connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD
     )
+    kept = np.zeros(0, dtype=np.int64)  # the previous snapshot's rows that stay
     if previous is not None:
         graph.load(str(previous.folder / "graph.usearch"))
         stale = ~np.isin(previous.keys, live) | np.isin(previous.keys, renewed)  # gone, or re-embedded since
         if stale.any():
             graph.remove(previous.keys[stale].astype(np.uint64))
         kept = np.flatnonzero(~stale)
-        for start in range(0, len(kept), COPY_BATCH):
-            rows = kept[start : start + COPY_BATCH]
-            keys[count : count + len(rows)] = previous.keys[rows]
-            vectors[count : count + len(rows)] = previous.vectors[rows]
-            count += len(rows)
-    for start in range(0, len(renewed), COPY_BATCH):  # only the new rows join the graph
-        end = min(start + COPY_BATCH, len(renewed))
-        graph.add(renewed[start:end].astype(np.uint64), np.asarray(vectors[start:end]))
+    for start in range(0, count, COPY_BATCH):  # only the new rows join the graph
+        end = min(start + COPY_BATCH, count)
+        graph.add(renewed[start:end].astype(np.uint64), np.asarray(fresh[start:end]))
     graph.save(str(work / "graph.usearch"))
-    _write_sorted(work, keys[:count], vectors)
-    meta = Meta(seq=seq, model=model, dimension=dimension, count=count)
+    _write_sorted(work, renewed, fresh, previous, kept)
+    meta = Meta(seq=seq, model=model, dimension=dimension, count=count + len(kept))
     (work / META).write_text(json.dumps(asdict(meta)))
     for path in [*work.iterdir(), work]:
         _fsync(path)
@@ -185,17 +182,31 @@ def build(folder: Path, storage: Storage, model: str, dimension: int, previous: 
     return meta
 
 
-def _write_sorted(work: Path, keys: npt.NDArray[np.int64], unsorted: npt.NDArray[np.float32]) -> None:
-    """keys.npy sorted, and vectors.npy in the same order, copied in batches from the unsorted rows."""
-    order = np.argsort(keys, kind="stable")
+def _write_sorted(
+    work: Path,
+    renewed: npt.NDArray[np.int64],
+    fresh: npt.NDArray[np.float32],
+    previous: Snapshot | None,
+    kept: npt.NDArray[np.int64],
+) -> None:
+    """keys.npy sorted, and vectors.npy in the same order, gathered in batches from the fresh rows
+    (``renewed``'s, in ``fresh``) and the previous snapshot's ``kept`` rows, read in their order."""
+    old_keys = previous.keys[kept] if previous is not None else np.zeros(0, dtype=np.int64)
+    keys = np.concatenate([renewed, old_keys])
+    order = np.argsort(keys, kind="stable")  # below len(renewed): a fresh row; from there, a kept one
     np.save(work / "keys.npy", keys[order])
-    out = np.lib.format.open_memmap(work / "vectors.npy", "w+", np.float32, (len(keys), unsorted.shape[1]))
+    out = np.lib.format.open_memmap(work / "vectors.npy", "w+", np.float32, (len(keys), fresh.shape[1]))
     for start in range(0, len(keys), COPY_BATCH):
         rows = order[start : start + COPY_BATCH]
-        out[start : start + len(rows)] = unsorted[rows]
+        is_fresh = rows < len(renewed)
+        block = np.empty((len(rows), fresh.shape[1]), dtype=np.float32)
+        block[is_fresh] = fresh[rows[is_fresh]]
+        if previous is not None:
+            block[~is_fresh] = previous.vectors[kept[rows[~is_fresh] - len(renewed)]]
+        out[start : start + len(rows)] = block
     out.flush()
     del out
-    (work / "unsorted.npy").unlink()
+    (work / "fresh.npy").unlink()
 
 
 def _fsync(path: Path) -> None:
