@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 import psycopg
@@ -60,7 +61,7 @@ def main() -> None:
                     lambda: db.execute(COUNT_EACH, (quoted,)).fetchall()
                 ),
                 "document frequencies: WordStats": (
-                    lambda: postgres_text.WordStats().document_frequencies(db, lexemes, n)
+                    lambda: postgres_text.WordStats(lambda: nullcontext(db)).document_frequencies(db, lexemes, n)
                 ),
             }
             # twice: the second time with the database's pages cached

@@ -8,6 +8,7 @@ the way word search read it before the triggers kept it.
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 from pathlib import Path
 
 import psycopg
@@ -108,10 +109,36 @@ def test_a_common_word_is_estimated_from_the_newest_memories(
             service.store(f"Entry {i}: " + ("the kettle" if i % 2 else "a teacup") + (" and teapot" if i < 3 else ""))
         with store_connection(postgres_url) as db:
             n, _ = postgres_text.WordStats.totals(db)
-            df = postgres_text.WordStats().document_frequencies(db, ["kettl", "teapot"], n)
-            together = postgres_text.WordStats().document_frequencies(db, ["entri", "teapot", "kettl"], n)
+            df = postgres_text.WordStats(lambda: nullcontext(db)).document_frequencies(db, ["kettl", "teapot"], n)
+            together = postgres_text.WordStats(lambda: nullcontext(db)).document_frequencies(
+                db, ["entri", "teapot", "kettl"], n
+            )
         assert n == 40
         assert df == {"kettl": 20, "teapot": 3}  # 5 of the newest 10 hold it: half of 40; the rare one counted
         assert together == {"entri": 40, "kettl": 20, "teapot": 3}  # two common words estimated in one pass
     finally:
+        service.storage.close()
+
+
+def test_a_word_counted_too_long_ago_is_counted_again_in_the_background(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(postgres_text, "EXACT_BELOW", 1)  # counts are kept from the first memory on
+    service = _service(tmp_path, postgres_url)
+    stats = postgres_text.WordStats(lambda: store_connection(postgres_url))
+    try:
+        for i in range(3):
+            service.store(f"Entry {i}: the kettle")
+        with store_connection(postgres_url) as db:
+            assert stats.document_frequencies(db, ["kettl"], 3) == {"kettl": 3}
+            for i in range(3, 5):
+                service.store(f"Entry {i}: the kettle")
+            assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 3}  # kept
+            monkeypatch.setattr(postgres_text, "STATS_TTL_S", 0.0)
+            assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 3}  # too old: used, and recounted
+            stats.close()  # waits for the recount
+            monkeypatch.setattr(postgres_text, "STATS_TTL_S", 60.0)
+            assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 5}
+    finally:
+        stats.close()
         service.storage.close()

@@ -99,7 +99,7 @@ class PostgresStorage(SQLStore):
         self.name = name
         self.schema = schema_name(name)
         self._busy_timeout_s = busy_timeout_s
-        self._words = postgres_text.WordStats()
+        self._words = postgres_text.WordStats(self._read)
         self._local = threading.local()  # batch()'s connection, by thread
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(busy_timeout_s))) as db:
@@ -180,6 +180,7 @@ class PostgresStorage(SQLStore):
             return [name for (name,) in db.execute("SELECT name FROM migrations ORDER BY applied_at, name")]
 
     def close(self) -> None:
+        self._words.close()
         self._pool.close()
 
     @contextmanager

@@ -11,9 +11,11 @@ words the memory's tsvector was made of (its positions). On the dev sets recall'
 Snowball rather than Porter, and its three columns (content, tags, automatic tags) are one
 document. ``N`` and ``avgdl`` come from totals that triggers keep as memories are written
 (postgres_schema.m003_word_totals), so a new process's first search costs no pass over the store;
-document frequencies are counted afresh for each search of a store under 10,000 memories and at
-most once a minute per process in a larger one, exactly up to COUNT_UP_TO and estimated from the
-newest memories beyond (BM25 needs their order of magnitude, not their last digit).
+document frequencies are counted afresh for each search of a store under 10,000 memories; in a
+larger one a word's count is kept by the process and counted again at most once a minute, in the
+background, while searches go on with the last count. They are counted exactly up to COUNT_UP_TO
+and estimated from the newest memories beyond (BM25 needs their order of magnitude, not their last
+digit).
 
 Like the SQLite backend, when a term is common only the newest ``cap`` memories holding common
 terms alone are ranked (``sql.rare_and_common``).
@@ -21,10 +23,13 @@ terms alone are ranked (``sql.rare_and_common``).
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
@@ -32,8 +37,13 @@ import psycopg
 from mnemo.storage import sql
 from mnemo.storage.postgres_schema import TOKENS, WORDS_CONFIG
 
+log = logging.getLogger(__name__)
+
 K1 = 1.2
 B = 0.75
+# How old a word's count may be before it is counted again. The new count is made in the background
+# and the search that finds the old one uses it: a common word's count took 40-180 ms at 200,000
+# memories (a query's words at once), and every minute one search in a stream of them paid it.
 STATS_TTL_S = 60.0
 EXACT_BELOW = 10_000  # in a store of fewer memories document frequencies are counted afresh for every search
 # A lexeme held by more memories than this is counted in the newest SAMPLE instead: at N = 1,000,000
@@ -52,9 +62,12 @@ class WordStats:
     """The store's BM25 statistics: N and avgdl read from the totals the triggers keep (m003), and
     the document frequency of each lexeme, as this process last counted it."""
 
-    def __init__(self) -> None:
+    def __init__(self, connect: Callable[[], AbstractContextManager[psycopg.Connection]]) -> None:
+        self._connect = connect  # a connection for the counts made in the background
         self._lock = threading.Lock()
         self._df: dict[str, tuple[float, int]] = {}  # lexeme: counted at, df
+        self._recounting: set[str] = set()
+        self._recounts = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-word-counts")
 
     @staticmethod
     def totals(db: psycopg.Connection) -> tuple[int, float]:
@@ -65,30 +78,57 @@ class WordStats:
         return int(n), (float(tokens) / int(n) if n else 0.0) or 1.0
 
     def document_frequencies(self, db: psycopg.Connection, lexemes: Sequence[str], n: int) -> dict[str, int]:
-        """How many memories hold each lexeme: counted exactly up to COUNT_UP_TO, estimated beyond."""
+        """How many memories hold each lexeme: counted exactly up to COUNT_UP_TO, estimated beyond;
+        in a store of EXACT_BELOW memories or more, as last counted (older than STATS_TTL_S: counted
+        again in the background)."""
+        if n < EXACT_BELOW:
+            return _counted(db, lexemes, n)
         now = time.monotonic()
         with self._lock:
-            known = {
-                lex: df
-                for lex, (at, df) in self._df.items()
-                if n >= EXACT_BELOW and lex in lexemes and now - at < STATS_TTL_S
-            }
-        missing = [lex for lex in lexemes if lex not in known]
-        if missing:
-            rows = db.execute(
-                "SELECT (SELECT count(*) FROM (SELECT 1 FROM memories WHERE words @@ q.lexeme::tsquery LIMIT %s) AS c)"
-                " FROM unnest(%s::text[]) AS q(lexeme)",
-                (COUNT_UP_TO, [tsquery_any([lex]) for lex in missing]),
-            ).fetchall()
-            counted = {lex: int(df) for lex, (df,) in zip(missing, rows, strict=True)}
-            common = [lex for lex, df in counted.items() if df >= COUNT_UP_TO]
-            counted |= {lex: max(COUNT_UP_TO, df) for lex, df in _estimated(db, common, n).items()}
+            known = {lex: self._df[lex] for lex in lexemes if lex in self._df}
+            due = [lex for lex, (at, _) in known.items() if now - at >= STATS_TTL_S and lex not in self._recounting]
+            self._recounting.update(due)
+        if due:
+            self._recounts.submit(self._recount, due, n)
+        frequencies = {lex: df for lex, (_, df) in known.items()}
+        if missing := [lex for lex in lexemes if lex not in known]:
+            counted = _counted(db, missing, n)
+            self._keep(counted, now)
+            frequencies |= counted
+        return frequencies
+
+    def _recount(self, lexemes: list[str], n: int) -> None:
+        try:
+            with self._connect() as db:
+                counted = _counted(db, lexemes, n)
+            self._keep(counted, time.monotonic())
+        except Exception:  # the last counts stay, and the next search asks again
+            log.debug("recounting %s failed", lexemes, exc_info=True)
+        finally:
             with self._lock:
-                self._df.update({lex: (now, df) for lex, df in counted.items()})
-                if len(self._df) > 10_000:  # a long-running server meets many words: keep the recent
-                    self._df = dict(sorted(self._df.items(), key=lambda item: item[1][0])[-5_000:])
-            known |= counted
-        return known
+                self._recounting.difference_update(lexemes)
+
+    def _keep(self, counted: dict[str, int], at: float) -> None:
+        with self._lock:
+            self._df.update({lex: (at, df) for lex, df in counted.items()})
+            if len(self._df) > 10_000:  # a long-running server meets many words: keep the recent
+                self._df = dict(sorted(self._df.items(), key=lambda item: item[1][0])[-5_000:])
+
+    def close(self) -> None:
+        """Let a recount under way finish (before its connections go)."""
+        self._recounts.shutdown(wait=True, cancel_futures=True)
+
+
+def _counted(db: psycopg.Connection, lexemes: Sequence[str], n: int) -> dict[str, int]:
+    """Each lexeme's document frequency, counted up to COUNT_UP_TO and estimated past it."""
+    rows = db.execute(
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM memories WHERE words @@ q.lexeme::tsquery LIMIT %s) AS c)"
+        " FROM unnest(%s::text[]) AS q(lexeme)",
+        (COUNT_UP_TO, [tsquery_any([lex]) for lex in lexemes]),
+    ).fetchall()
+    counted = {lex: int(df) for lex, (df,) in zip(lexemes, rows, strict=True)}
+    common = [lex for lex, df in counted.items() if df >= COUNT_UP_TO]
+    return counted | {lex: max(COUNT_UP_TO, df) for lex, df in _estimated(db, common, n).items()}
 
 
 def _estimated(db: psycopg.Connection, lexemes: Sequence[str], n: int) -> dict[str, int]:
