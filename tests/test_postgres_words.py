@@ -139,6 +139,8 @@ def test_a_word_counted_too_long_ago_is_counted_again_in_the_background(
             stats.close()  # waits for the recount
             monkeypatch.setattr(postgres_text, "STATS_TTL_S", 60.0)
             assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 5}
+            monkeypatch.setattr(postgres_text, "STATS_TTL_S", 0.0)
+            assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 5}  # closed: no recount, no error
     finally:
         stats.close()
         service.storage.close()

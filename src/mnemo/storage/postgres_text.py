@@ -89,7 +89,11 @@ class WordStats:
             due = [lex for lex, (at, _) in known.items() if now - at >= STATS_TTL_S and lex not in self._recounting]
             self._recounting.update(due)
         if due:
-            self._recounts.submit(self._recount, due, n)
+            try:
+                self._recounts.submit(self._recount, due, n)
+            except RuntimeError:  # closed: the last counts serve this search, the next fails on the pool
+                with self._lock:
+                    self._recounting.difference_update(due)
         frequencies = {lex: df for lex, (_, df) in known.items()}
         if missing := [lex for lex in lexemes if lex not in known]:
             counted = _counted(db, missing, n)
