@@ -76,9 +76,9 @@ def _planned_each_time(db: psycopg.Connection) -> Iterator[None]:
 
     psycopg prepares a statement once it has run five times, and PostgreSQL then keeps one plan for
     any parameters when that plan's estimate is no worse: a word search's best plan depends on how
-    common its words are, a filtered search's on how many memories the filter keeps, and one plan
-    for all of them doubled recall's time. Writes stay prepared: their plans do not depend on their
-    values, and planning each again cost storing ~6% (README, "Large stores")."""
+    common its words are, a filtered search's on how many memories the filter keeps, and where it
+    chose one plan for all of them recall took twice as long. Writes stay prepared: their plans do
+    not depend on their values, and planning each again cost storing ~6% (README, "Large stores")."""
     threshold = db.prepare_threshold
     db.prepare_threshold = None
     try:
