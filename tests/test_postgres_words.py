@@ -8,7 +8,6 @@ the way word search read it before the triggers kept it.
 from __future__ import annotations
 
 import threading
-from contextlib import nullcontext
 from pathlib import Path
 
 import psycopg
@@ -109,10 +108,8 @@ def test_a_common_word_is_estimated_from_the_newest_memories(
             service.store(f"Entry {i}: " + ("the kettle" if i % 2 else "a teacup") + (" and teapot" if i < 3 else ""))
         with store_connection(postgres_url) as db:
             n, _ = postgres_text.WordStats.totals(db)
-            df = postgres_text.WordStats(lambda: nullcontext(db)).document_frequencies(db, ["kettl", "teapot"], n)
-            together = postgres_text.WordStats(lambda: nullcontext(db)).document_frequencies(
-                db, ["entri", "teapot", "kettl"], n
-            )
+            df = postgres_text.counted_frequencies(db, ["kettl", "teapot"], n)
+            together = postgres_text.counted_frequencies(db, ["entri", "teapot", "kettl"], n)
         assert n == 40
         assert df == {"kettl": 20, "teapot": 3}  # 5 of the newest 10 hold it: half of 40; the rare one counted
         assert together == {"entri": 40, "kettl": 20, "teapot": 3}  # two common words estimated in one pass

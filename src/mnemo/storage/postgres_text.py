@@ -82,7 +82,7 @@ class WordStats:
         in a store of EXACT_BELOW memories or more, as last counted (older than STATS_TTL_S: counted
         again in the background)."""
         if n < EXACT_BELOW:
-            return _counted(db, lexemes, n)
+            return counted_frequencies(db, lexemes, n)
         now = time.monotonic()
         with self._lock:
             known = {lex: self._df[lex] for lex in lexemes if lex in self._df}
@@ -96,7 +96,7 @@ class WordStats:
                     self._recounting.difference_update(due)
         frequencies = {lex: df for lex, (_, df) in known.items()}
         if missing := [lex for lex in lexemes if lex not in known]:
-            counted = _counted(db, missing, n)
+            counted = counted_frequencies(db, missing, n)
             self._keep(counted, now)
             frequencies |= counted
         return frequencies
@@ -104,7 +104,7 @@ class WordStats:
     def _recount(self, lexemes: list[str], n: int) -> None:
         try:
             with self._connect() as db:
-                counted = _counted(db, lexemes, n)
+                counted = counted_frequencies(db, lexemes, n)
             self._keep(counted, time.monotonic())
         except Exception:  # the last counts stay, and the next search asks again
             log.debug("recounting %s failed", lexemes, exc_info=True)
@@ -123,8 +123,9 @@ class WordStats:
         self._recounts.shutdown(wait=True, cancel_futures=True)
 
 
-def _counted(db: psycopg.Connection, lexemes: Sequence[str], n: int) -> dict[str, int]:
-    """Each lexeme's document frequency, counted up to COUNT_UP_TO and estimated past it."""
+def counted_frequencies(db: psycopg.Connection, lexemes: Sequence[str], n: int) -> dict[str, int]:
+    """Each lexeme's document frequency now, counted up to COUNT_UP_TO and estimated past it (what
+    WordStats keeps)."""
     rows = db.execute(
         "SELECT (SELECT count(*) FROM (SELECT 1 FROM memories WHERE words @@ q.lexeme::tsquery LIMIT %s) AS c)"
         " FROM unnest(%s::text[]) AS q(lexeme)",
