@@ -122,9 +122,17 @@ def store_connection(url: str, store: str = "default") -> psycopg.Connection:
     return db
 
 
+def undo_m007(db: psycopg.Connection) -> None:
+    """Put a store's schema back as migration m006 left it (``db``'s search path on the store's schema):
+    its words' index queues new words in a pending list."""
+    db.execute("ALTER INDEX memories_words SET (fastupdate = on)")
+    db.execute("DELETE FROM migrations WHERE name = 'm007_words_index_without_pending_list'")
+
+
 def undo_m006(db: psycopg.Connection) -> None:
-    """Put a store's schema back as migration m005 left it (``db``'s search path on the store's schema),
-    so that a test can open it as a store made by an older mnemo: sign bits in the memories' rows."""
+    """Put a store's schema back as migration m005 left it (m007 undone first), so that a test can
+    open it as a store made by an older mnemo: sign bits in the memories' rows."""
+    undo_m007(db)
     db.execute("DROP TABLE vector_signs")
     db.execute("DROP FUNCTION vector_signs_follow_user() CASCADE")  # and its trigger
     db.execute("DROP FUNCTION sign_bits(public.vector)")  # m005 makes it

@@ -20,7 +20,7 @@ from mnemo.engine.results import TagEdit
 from mnemo.service import MemoryService
 from mnemo.storage import postgres_text
 from mnemo.storage.postgres_schema import TOKENS, schema_name
-from postgres_server import store_connection, undo_m005, undo_m006
+from postgres_server import store_connection, undo_m005, undo_m006, undo_m007
 
 RECOUNT = f"SELECT count(*), COALESCE(sum({TOKENS.format(words='words')}), 0) FROM memories WHERE words IS NOT NULL"
 KEPT = "SELECT COALESCE(sum(documents), 0), COALESCE(sum(tokens), 0) FROM word_totals"
@@ -93,6 +93,33 @@ def test_a_store_made_before_the_totals_gets_them_from_its_memories(tmp_path: Pa
         assert kept == recounted
         assert kept[0] == 5
         assert [hit.memory.content for hit in reopened.recall("pears", limit=3).hits]
+    finally:
+        reopened.storage.close()
+
+
+def _words_index(db: psycopg.Connection) -> tuple[list[str], int]:
+    """The words index's options and how many pages its pending list holds."""
+    options = db.execute("SELECT reloptions FROM pg_class WHERE oid = 'memories_words'::regclass").fetchone()
+    pending = db.execute("SELECT pending_pages FROM pgstatginindex('memories_words')").fetchone()
+    return options[0], pending[0]  # type: ignore[index]
+
+
+def test_the_words_index_takes_new_words_into_its_tree_at_once(tmp_path: Path, postgres_url: str):
+    service = _service(tmp_path, postgres_url)
+    for i in range(5):
+        service.store(f"Memory {i} about apples and pears.")
+    service.storage.close()
+    with store_connection(postgres_url) as db:
+        db.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple SCHEMA public")
+        assert _words_index(db) == (["fastupdate=off"], 0)
+        undo_m007(db)  # the store as m006 left it: new words wait in the pending list
+        db.execute("UPDATE memories SET content = content || ' and plums'")
+        assert _words_index(db)[1] > 0
+    reopened = _service(tmp_path, postgres_url)
+    try:
+        with store_connection(postgres_url) as db:
+            assert _words_index(db) == (["fastupdate=off"], 0)
+        assert len(reopened.recall("plums", limit=10).hits) == 5
     finally:
         reopened.storage.close()
 

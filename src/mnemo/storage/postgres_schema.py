@@ -327,6 +327,16 @@ def m006_sign_bits_beside_vectors(db: psycopg.Connection) -> None:
     )
 
 
+def m007_words_index_without_pending_list(db: psycopg.Connection) -> None:
+    """The words' GIN index takes each new memory's words into its tree at once. With its default
+    ``fastupdate`` it queued them in a pending list (up to 4 MB) that every word search read whole and
+    that one write then merged into the tree: with 172 pages pending at 1,000,000 memories a search
+    for a word took 2.1 ms instead of 0.2 and the merge 65 ms; storing took the same time either way
+    (20.8 ms mean over 3,000 stores each, at 200,000)."""
+    db.execute("ALTER INDEX memories_words SET (fastupdate = off)")
+    db.execute("SELECT gin_clean_pending_list('memories_words')")  # what is queued already
+
+
 MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m001_create_tables,
     m002_session_index,
@@ -334,6 +344,7 @@ MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m004_keys_in_user_index,
     m005_sign_bits_in_user_index,
     m006_sign_bits_beside_vectors,
+    m007_words_index_without_pending_list,
 ]
 _LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock that migrations (of any store) run under
 
