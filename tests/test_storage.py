@@ -248,14 +248,16 @@ def test_postgresql_plans_each_read_for_its_parameters_and_keeps_the_writes_prep
     # prepared; a write's plan does not, so writes are (README, "Large stores"). One connection:
     # prepared statements are its session's.
     service = open_service(settings.model_copy(update={"database_pool_size": 1}), clock=clock, embedder=FakeEmbedder())
-    for i in range(8):
-        service.store(f"Emma is allergic to pollen number {i}", context=Context(user_id="u1"))
-        service.recall("what is Emma allergic to")
-        service.recall("what is Emma allergic to", user_id="u1")
-    with service.storage.inner._tx() as db:  # type: ignore[attr-defined]
-        prepared = [statement for (statement,) in db.execute("SELECT statement FROM pg_prepared_statements")]
-        assert db.prepare_threshold == 5  # a read gives its connection back as it found it
-    service.storage.close()
+    try:
+        for i in range(8):
+            service.store(f"Emma is allergic to pollen number {i}", context=Context(user_id="u1"))
+            service.recall("what is Emma allergic to")
+            service.recall("what is Emma allergic to", user_id="u1")
+        with service.storage.inner._tx() as db:  # type: ignore[attr-defined]
+            prepared = [statement for (statement,) in db.execute("SELECT statement FROM pg_prepared_statements")]
+            assert db.prepare_threshold == 5  # a read gives its connection back as it found it
+    finally:
+        service.storage.close()
     assert any(statement.startswith("INSERT INTO memories") for statement in prepared)
     assert any(statement.startswith("INSERT INTO versions") for statement in prepared)
     searches = ("unnest(d.words)", "bit_count", "<=>", "words @@")
