@@ -245,7 +245,7 @@ def test_postgresql_plans_each_read_for_its_parameters_and_keeps_the_writes_prep
 ):
     # psycopg prepares a statement run five times, and PostgreSQL may then use one plan for all
     # parameters: a search's best plan depends on its words and its filter, so reads are never
-    # prepared; a write's plan does not, so writes are (README, "Large stores"). One connection:
+    # prepared; a write's plan does not, so writes are (docs/postgresql-performance.md). One connection:
     # prepared statements are its session's.
     service = open_service(settings.model_copy(update={"database_pool_size": 1}), clock=clock, embedder=FakeEmbedder())
     try:

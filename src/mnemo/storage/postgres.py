@@ -78,7 +78,7 @@ def _planned_each_time(db: psycopg.Connection) -> Iterator[None]:
     any parameters when that plan's estimate is no worse: a word search's best plan depends on how
     common its words are, a filtered search's on how many memories the filter keeps, and where it
     chose one plan for all of them recall took twice as long. Writes stay prepared: their plans do
-    not depend on their values, and planning each again cost storing ~6% (README, "Large stores")."""
+    not depend on their values, and planning each again cost storing ~6% (docs/postgresql-performance.md)."""
     threshold = db.prepare_threshold
     db.prepare_threshold = None
     try:

@@ -297,7 +297,7 @@ def m006_sign_bits_beside_vectors(db: psycopg.Connection) -> None:
     ``memories`` (m005) made every vector write a new version of the memory's row, which each of its
     twenty indexes took in (its words' GIN too): re-writing 5,000 vectors took 7.5 s against 6.0 s
     with a table of bits at 200,000 memories, and a 1,000,000-memory fill had written 31% of its
-    vectors 45 minutes after it began (README, "Large stores"). A row of ``vector_signs`` goes with
+    vectors 45 minutes after it began (docs/postgresql-performance.md). A row of ``vector_signs`` goes with
     its vector (deleting the vector deletes it), and a trigger carries a change of the memory's user."""
     db.execute("ALTER TABLE memories DROP COLUMN sign_bits")  # and the user index, which includes it
     db.execute("CREATE INDEX memories_user ON memories(user_id, status, created_at, expires_at) INCLUDE (rowid)")
