@@ -336,7 +336,8 @@ class SQLiteStorage(SQLStore):
         where, params = sql.where(filters)
         window = TOP_FIRST_FACTOR * limit
         with self._read() as db:
-            ranked, ranked_params = sqlite_text.ranked_matches(db, terms, max(RANKED_MATCHES, window))
+            cap = max(RANKED_MATCHES, window)
+            ranked, ranked_params = sqlite_text.ranked_matches(db, terms, cap, sqlite_text.scope_of(filters))
             if not filters.selects_by_attribute:
                 hits = self._best_then_filter(db, ranked, ranked_params, where, params, limit, window)
                 if hits is not None:

@@ -312,6 +312,62 @@ def m008_session_index(db: sqlite3.Connection) -> None:
     _run(db, "CREATE INDEX memories_session ON memories(session_id, created_at) WHERE session_id IS NOT NULL;")
 
 
+# The readers' tokens of a memory in the word index's ``scope`` column: its user, its owner and its
+# access level, each hex-encoded between a letter and a 0 (one token the stemmer leaves as it is).
+# A search filtered by user or visibility asks for them (sqlite_text.scope_of), so that the newest
+# matches of common words it ranks are the newest of the memories it may return.
+_SCOPE = " || ".join(
+    f"CASE WHEN {{row}}.{column} IS NULL THEN '' ELSE '{kind}' || hex({{row}}.{column}) || '0 ' END"
+    for kind, column in (("u", "user_id"), ("o", "owner"), ("l", "access_level"))
+)
+
+
+def m009_word_index_knows_readers(db: sqlite3.Connection) -> None:
+    """The word index gets a ``scope`` column of each memory's readers' tokens (see _SCOPE), weighed 0
+    in BM25, and is rebuilt; its triggers follow a change of the memory's user, owner or access level.
+    Before, a search filtered by user ranked the newest matches of its common words in the whole
+    store, of which few might be the user's (README, "A team server over HTTP")."""
+    old_indexed, new_indexed = _INDEXED.format(row="old"), _INDEXED.format(row="new")
+    old_scope, new_scope = _SCOPE.format(row="old"), _SCOPE.format(row="new")
+    _run(
+        db,
+        f"""
+        DROP TRIGGER memories_fts_insert;
+        DROP TRIGGER memories_fts_delete;
+        DROP TRIGGER memories_fts_update;
+        DROP TABLE memories_fts;
+        DROP VIEW memories_indexed;
+        CREATE VIEW memories_indexed AS
+            SELECT rowid AS rowid, content, tags, auto_tags, {_SCOPE.format(row="m")} AS scope
+            FROM memories m WHERE {_INDEXED.format(row="m")};
+        CREATE VIRTUAL TABLE memories_fts USING fts5(
+            content, tags, auto_tags, scope, content='memories_indexed', content_rowid='rowid',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
+        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN {new_indexed}
+        BEGIN
+            INSERT INTO memories_fts(rowid, content, tags, auto_tags, scope)
+            VALUES (new.rowid, new.content, new.tags, new.auto_tags, {new_scope});
+        END;
+        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN {old_indexed}
+        BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags, auto_tags, scope)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.auto_tags, {old_scope});
+        END;
+        CREATE TRIGGER memories_fts_update
+        AFTER UPDATE OF content, tags, auto_tags, archive_tier, user_id, owner, access_level ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags, auto_tags, scope)
+            SELECT 'delete', old.rowid, old.content, old.tags, old.auto_tags, {old_scope}
+            WHERE {old_indexed};
+            INSERT INTO memories_fts(rowid, content, tags, auto_tags, scope)
+            SELECT new.rowid, new.content, new.tags, new.auto_tags, {new_scope}
+            WHERE {new_indexed};
+        END;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
@@ -321,4 +377,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m006_request_ledgers,
     m007_jobs,
     m008_session_index,
+    m009_word_index_knows_readers,
 ]
