@@ -324,7 +324,9 @@ _SCOPE = " || ".join(
 
 def m009_word_index_knows_readers(db: sqlite3.Connection) -> None:
     """The word index gets a ``scope`` column of each memory's readers' tokens (see _SCOPE), weighed 0
-    in BM25, and is rebuilt; its triggers follow a change of the memory's user, owner or access level.
+    in BM25 (though counted in a memory's length: single questions of the quality sets moved, README
+    "A team server over HTTP"), and is rebuilt; its triggers follow a change of the memory's user,
+    owner or access level.
     Before, a search filtered by user ranked the newest matches of its common words in the whole
     store, of which few might be the user's (README, "A team server over HTTP")."""
     old_indexed, new_indexed = _INDEXED.format(row="old"), _INDEXED.format(row="new")

@@ -10,7 +10,8 @@ from mnemo.model import READABLE_BY_ALL
 from mnemo.query import Filters
 from mnemo.storage import sql
 
-# The readers' column (``scope``, sqlite_schema.m009) weighs nothing: scores are the words' alone.
+# The readers' column (``scope``, sqlite_schema.m009) weighs 0: its tokens add nothing to a score,
+# though FTS5 counts them in a memory's length (it sums every column's), which BM25 divides by.
 _RANKED = "SELECT rowid, -bm25(memories_fts, 1, 1, 1, 0) AS score FROM memories_fts WHERE memories_fts MATCH ?"
 
 
