@@ -7,10 +7,9 @@ Fills a store as benchmarks/latency.py does (its notes, spread round-robin over 
 --store-dir keeps a SQLite store for the next run, --database-url names a PostgreSQL database, a
 filled one is used as it is), then for each of latency.py's queries and a few more, for
 --per-query users each, searches the words filtered by the user twice: as recall does, ranking of
-the memories that hold only common words the newest RANKED_MATCHES (on SQLite the user's newest, on
-PostgreSQL the whole store's), and with every match ranked. It prints the share of the BM25 score
-of the second search's top 10 that the first's top 10 holds (1.0: the same best matches), and both
-searches' times. Not a test: numbers, not assertions.
+the memories that hold only common words the user's newest RANKED_MATCHES, and with every match
+ranked. It prints the share of the BM25 score of the second search's top 10 that the first's top
+10 holds (1.0: the same best matches), and both searches' times. Not a test: numbers, not assertions.
 """
 
 from __future__ import annotations

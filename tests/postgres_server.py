@@ -122,9 +122,18 @@ def store_connection(url: str, store: str = "default") -> psycopg.Connection:
     return db
 
 
+def undo_m008(db: psycopg.Connection) -> None:
+    """Put a store's schema back as migration m007 left it (``db``'s search path on the store's schema):
+    its words' index holds the words alone."""
+    db.execute("DROP INDEX memories_words")
+    db.execute("CREATE INDEX memories_words ON memories USING gin (words) WITH (fastupdate = off)")
+    db.execute("DELETE FROM migrations WHERE name = 'm008_words_index_knows_readers'")
+
+
 def undo_m007(db: psycopg.Connection) -> None:
-    """Put a store's schema back as migration m006 left it (``db``'s search path on the store's schema):
-    its words' index queues new words in a pending list."""
+    """Put a store's schema back as migration m006 left it (m008 undone first): its words' index
+    queues new words in a pending list."""
+    undo_m008(db)
     db.execute("ALTER INDEX memories_words SET (fastupdate = on)")
     db.execute("DELETE FROM migrations WHERE name = 'm007_words_index_without_pending_list'")
 

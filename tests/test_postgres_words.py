@@ -17,10 +17,12 @@ from psycopg import sql
 from mnemo.app import open_service
 from mnemo.config import Settings
 from mnemo.engine.results import TagEdit
+from mnemo.model import Context
+from mnemo.query import Filters
 from mnemo.service import MemoryService
 from mnemo.storage import postgres_text
 from mnemo.storage.postgres_schema import TOKENS, schema_name
-from postgres_server import store_connection, undo_m005, undo_m006, undo_m007
+from postgres_server import store_connection, undo_m005, undo_m006, undo_m007, undo_m008
 
 RECOUNT = f"SELECT count(*), COALESCE(sum({TOKENS.format(words='words')}), 0) FROM memories WHERE words IS NOT NULL"
 KEPT = "SELECT COALESCE(sum(documents), 0), COALESCE(sum(tokens), 0) FROM word_totals"
@@ -170,21 +172,28 @@ def test_a_word_counted_too_long_ago_is_counted_again_in_the_background(
         service.storage.close()
 
 
+@pytest.mark.parametrize("scoped", [False, True], ids=["store-wide", "one user's"])
 def test_the_newest_matches_of_a_common_word_are_the_same_fetched_all_or_walked_to(
-    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch, scoped: bool
 ):
     service = _service(tmp_path, postgres_url)
     stats = postgres_text.WordStats(lambda: store_connection(postgres_url))
+    mine = Context(user_id="u1")
     try:
-        service.store("coffee coffee coffee")  # the best match, but not among the newest four
-        newer = [service.store(f"coffee break number {i} in the kitchen").memory.id for i in range(6)]
+        service.store("coffee coffee coffee", context=mine)  # the best match, but not among the newest four
+        newer = []
+        for i in range(6):
+            newer.append(service.store(f"coffee break number {i} in the kitchen", context=mine).memory.id)
+            service.store(f"coffee break number {i} in the hall", context=Context(user_id="u2"))
+        scope = postgres_text.scope_of(Filters(now=service.clock.now(), user_id="u1")) if scoped else None
         found = {}
         with store_connection(postgres_url) as db:
             for way, walk_to_fetch in (("walked", 10**9), ("fetched", 0)):
                 monkeypatch.setattr(postgres_text, "WALK_TO_FETCH", walk_to_fetch)
-                hits = postgres_text.search(db, stats, ["coffee"], "TRUE", [], limit=10, cap=4)
+                hits = postgres_text.search(db, stats, ["coffee"], "m.user_id = 'u1'", [], limit=10, cap=4, scope=scope)
                 found[way] = {memory_id: score for memory_id, _, score in hits}
-        assert set(found["walked"]) == set(found["fetched"]) == set(newer[-4:])
+        newest = newer[-4:] if scoped else newer[-2:]  # else the store's newest four: two of them u1's
+        assert set(found["walked"]) == set(found["fetched"]) == set(newest)
         assert found["fetched"] == pytest.approx(found["walked"])
     finally:
         stats.close()
@@ -197,3 +206,44 @@ def test_a_common_word_s_matches_are_fetched_when_walking_to_the_newest_would_re
     assert postgres_text.fetch_every_match(4_921, 1_000_000, 500)
     assert not postgres_text.fetch_every_match(120_682, 1_000_000, 500)
     assert not postgres_text.fetch_every_match(20_000, 1_000_000, 500)
+
+
+def test_a_search_estimates_how_many_of_a_common_word_s_matches_its_scope_keeps(tmp_path: Path, postgres_url: str):
+    service = _service(tmp_path, postgres_url)
+    try:
+        for i in range(200):  # "coffee" in every other memory; one memory in ten is u1's
+            words = "coffee with Emma" if i % 2 else "tea with Liam"
+            service.store(f"{words}, entry {i}", context=Context(user_id="u1" if i % 10 == 0 else "u2"))
+        scope = postgres_text.scope_of(Filters(now=service.clock.now(), user_id="u1"))
+        assert scope is not None
+        with store_connection(postgres_url) as db:
+            db.execute("ANALYZE memories")
+            held = f"SELECT rowid FROM memories WHERE words @@ 'coffe'::tsquery AND {scope[0]}"
+            estimate = postgres_text.estimated_rows(db, held, scope[1])
+            db.execute("SET enable_seqscan = off")  # 200 memories are read sooner whole
+            plan = "\n".join(row[0] for row in db.execute("EXPLAIN " + held, scope[1]))
+        assert 3 <= estimate <= 30  # 100 memories with the word, a tenth of them u1's
+        assert "Index Cond" in plan and "array_remove" in plan.split("Index Cond")[1]  # the index holds the readers
+    finally:
+        service.storage.close()
+
+
+def test_a_store_made_before_the_index_knew_readers_gets_them(tmp_path: Path, postgres_url: str):
+    service = _service(tmp_path, postgres_url)
+    for i in range(5):
+        service.store(f"Memory {i} about apples and pears.", context=Context(user_id=f"u{i % 2}"))
+    service.storage.close()
+    with store_connection(postgres_url) as db:
+        undo_m008(db)  # the store as m007 left it
+    reopened = _service(tmp_path, postgres_url)
+    try:
+        with store_connection(postgres_url) as db:
+            columns = db.execute("SELECT indnatts FROM pg_index WHERE indexrelid = 'memories_words'::regclass")
+            assert columns.fetchone() == (2,)
+            db.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple SCHEMA public")
+            assert _words_index(db) == (["fastupdate=off"], 0)
+        filters = Filters(now=reopened.clock.now(), user_id="u1")
+        found = reopened.storage.search_text(["pears"], filters, limit=10)
+        assert len(found) == 2
+    finally:
+        reopened.storage.close()

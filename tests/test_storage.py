@@ -738,10 +738,8 @@ def test_text_search_ranks_every_memory_with_a_rare_word_by_all_the_query_words(
 
 
 def test_a_text_search_of_one_user_s_memories_ranks_the_newest_of_theirs_for_common_words(
-    service: MemoryService, monkeypatch: pytest.MonkeyPatch, backend: str, request: pytest.FixtureRequest
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch
 ):
-    if backend == "postgres":
-        request.applymarker(pytest.mark.xfail(reason="PostgreSQL still ranks the store's newest", strict=True))
     # A team's store: the words a user searches are common across everyone's memories. The newest
     # matches that are ranked are the newest of those the search may return (the user's, or those
     # a member may read), not the store's newest, which may all be other users'.

@@ -274,7 +274,8 @@ class PostgresStorage(SQLStore):
             return []
         where, params = sql.where(filters, self._dialect)
         with self._read() as db:
-            found = postgres_text.search(db, self._words, terms, where, params, limit, max(RANKED_MATCHES, 3 * limit))
+            cap, scope = max(RANKED_MATCHES, 3 * limit), postgres_text.scope_of(filters)
+            found = postgres_text.search(db, self._words, terms, where, params, limit, cap, scope)
         return [TextHit(memory_id, key, score) for memory_id, key, score in found]
 
     # -- vectors -----------------------------------------------------------------------

@@ -337,6 +337,27 @@ def m007_words_index_without_pending_list(db: psycopg.Connection) -> None:
     db.execute("SELECT gin_clean_pending_list('memories_words')")  # what is queued already
 
 
+# A memory's readers as keys beside its words in their index (m008): its user ('u'), its owner ('o')
+# and its access level ('l'), each a prefix and the value. A search's conditions on them must spell
+# this expression as it is, or the planner does not see that the index holds it.
+READERS = "array_remove(ARRAY['u' || user_id, 'o' || owner, 'l' || access_level], NULL)"
+
+
+def m008_words_index_knows_readers(db: psycopg.Connection) -> None:
+    """The words' index also holds each memory's readers (READERS), so that a word search of one
+    user's memories, or of those a member may read, finds the words' matches among them in the index
+    (postgres_text.search): before, the newest matches of a query's common words were the store's,
+    of which few might be the user's (README, "A team server over HTTP"). No row is rewritten; the
+    index was built in 8.5 s at 1,000,000 memories (87 MB before, 97 MB after). ANALYZE gives the
+    planner the readers' statistics, from which a search estimates how many memories it would fetch."""
+    db.execute(
+        f"CREATE INDEX memories_words_readers ON memories USING gin (words, ({READERS})) WITH (fastupdate = off)"
+    )
+    db.execute("DROP INDEX memories_words")
+    db.execute("ALTER INDEX memories_words_readers RENAME TO memories_words")
+    db.execute("ANALYZE memories")
+
+
 MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m001_create_tables,
     m002_session_index,
@@ -345,6 +366,7 @@ MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m005_sign_bits_in_user_index,
     m006_sign_bits_beside_vectors,
     m007_words_index_without_pending_list,
+    m008_words_index_knows_readers,
 ]
 _LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock that migrations (of any store) run under
 
