@@ -10,7 +10,6 @@ locked".
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
@@ -43,7 +42,6 @@ from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite_files import DB_FILENAME
 from mnemo.storage.sqlite_schema import ENTRY_COUNTER, MIGRATIONS
 
-TOP_FIRST_FACTOR = 3  # how many more best text hits than asked for are checked against filters
 RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (see sqlite_text.ranked_matches)
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
@@ -54,16 +52,6 @@ _BUCKET_EXPR = {
     Granularity.WEEK: "date(m.created_at, 'weekday 0', '-6 days')",
     Granularity.MONTH: "strftime('%Y-%m-01', m.created_at)",
 }
-
-
-def _passing(db: sqlite3.Connection, keys: Sequence[int], where: str, params: list[Any]) -> list[tuple[int, str]]:
-    """Which of these memory keys pass the filters, with their ids."""
-    # CROSS JOIN fixes the loop order: look up each key by rowid (a plain IN let the planner
-    # walk the status index through every active memory instead).
-    return db.execute(
-        f"SELECT m.rowid, m.id FROM json_each(?) AS k CROSS JOIN memories m ON m.rowid = k.value WHERE {where}",
-        [json.dumps(list(keys)), *params],
-    ).fetchall()
 
 
 class SQLiteStorage(SQLStore):
@@ -324,51 +312,11 @@ class SQLiteStorage(SQLStore):
 
     # -- finding -----------------------------------------------------------------------
     def search_text(self, terms: Sequence[str], filters: Filters, limit: int) -> list[TextHit]:
-        """The best ``limit`` matches that pass the filters, best first (see ``sqlite_text.ranked_matches``).
-
-        Fast path, when only status and expiry filter: rank the matches alone, then check the
-        filters on just the best ``TOP_FIRST_FACTOR * limit``. Filters on attributes (a user,
-        tags, dates...) may reject most of those, so they, and a fast path that came up short,
-        join every ranked match with its memory and filter.
-        """
+        """The best ``limit`` matches that pass the filters, best first (see ``sqlite_text.search``)."""
         if not terms:
             return []
-        where, params = sql.where(filters)
-        window = TOP_FIRST_FACTOR * limit
         with self._read() as db:
-            cap = max(RANKED_MATCHES, window)
-            ranked, ranked_params = sqlite_text.ranked_matches(db, terms, cap, sqlite_text.scope_of(filters))
-            if not filters.selects_by_attribute:
-                hits = self._best_then_filter(db, ranked, ranked_params, where, params, limit, window)
-                if hits is not None:
-                    return hits
-            rows = db.execute(
-                f"SELECT m.id, m.rowid, r.score FROM ({ranked}) AS r JOIN memories m ON m.rowid = r.rowid"
-                f" WHERE {where} ORDER BY r.score DESC LIMIT ?",
-                [*ranked_params, *params, limit],
-            ).fetchall()
-        return [TextHit(memory_id, key, score) for memory_id, key, score in rows]
-
-    @staticmethod
-    def _best_then_filter(
-        db: sqlite3.Connection,
-        ranked: str,
-        ranked_params: list[Any],
-        where: str,
-        params: list[Any],
-        limit: int,
-        window: int,
-    ) -> list[TextHit] | None:
-        """The top ranked matches that pass the filters, or None if too few of the best passed."""
-        best = db.execute(
-            f"SELECT rowid, score FROM ({ranked}) ORDER BY score DESC LIMIT ?", [*ranked_params, window]
-        ).fetchall()
-        scores = dict(best)
-        passing = _passing(db, list(scores), where, params)
-        if len(passing) < limit and len(best) == window:
-            return None
-        ranked_hits = sorted(((scores[key], key, memory_id) for key, memory_id in passing), reverse=True)
-        return [TextHit(memory_id, key, score) for score, key, memory_id in ranked_hits[:limit]]
+            return sqlite_text.search(db, terms, filters, limit, RANKED_MATCHES)
 
     # -- vectors -----------------------------------------------------------------------
     def packed_bytes(self) -> int:
@@ -417,7 +365,7 @@ class SQLiteStorage(SQLStore):
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
         where, params = sql.where(filters)
         with self._read() as db:
-            return dict(_passing(db, keys, where, params))
+            return dict(sqlite_text.passing(db, keys, where, params))
 
     def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]:
         """Which of these memories are about the subject, or name it in their content or tags."""

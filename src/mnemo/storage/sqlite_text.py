@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from mnemo.model import READABLE_BY_ALL
-from mnemo.query import Filters
+from mnemo.query import Filters, TextHit
 from mnemo.storage import sql
+
+TOP_FIRST_FACTOR = 3  # how many more best text hits than asked for are checked against filters
 
 # The readers' column (``scope``, sqlite_schema.m009) weighs 0: its tokens add nothing to a score,
 # though FTS5 counts them in a memory's length (it sums every column's), which BM25 divides by.
@@ -83,3 +86,58 @@ def count_up_to(db: sqlite3.Connection, expression: str, most: int) -> int:
         "SELECT count(*) FROM (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)", [expression, most]
     ).fetchone()
     return int(count)
+
+
+def search(db: sqlite3.Connection, terms: Sequence[str], filters: Filters, limit: int, cap: int) -> list[TextHit]:
+    """The best ``limit`` matches that pass the filters, best first, of the matches ``ranked_matches``
+    ranks (``cap`` of common terms' newest).
+
+    Fast path, when only status and expiry filter: rank the matches alone, then check the
+    filters on just the best ``TOP_FIRST_FACTOR * limit``. Filters on attributes (a user,
+    tags, dates...) may reject most of those, so they, and a fast path that came up short,
+    join every ranked match with its memory and filter.
+    """
+    where, params = sql.where(filters)
+    window = TOP_FIRST_FACTOR * limit
+    ranked, ranked_params = ranked_matches(db, terms, max(cap, window), scope_of(filters))
+    if not filters.selects_by_attribute:
+        hits = _best_then_filter(db, ranked, ranked_params, where, params, limit, window)
+        if hits is not None:
+            return hits
+    rows = db.execute(
+        f"SELECT m.id, m.rowid, r.score FROM ({ranked}) AS r JOIN memories m ON m.rowid = r.rowid"
+        f" WHERE {where} ORDER BY r.score DESC LIMIT ?",
+        [*ranked_params, *params, limit],
+    ).fetchall()
+    return [TextHit(memory_id, key, score) for memory_id, key, score in rows]
+
+
+def _best_then_filter(
+    db: sqlite3.Connection,
+    ranked: str,
+    ranked_params: list[Any],
+    where: str,
+    params: list[Any],
+    limit: int,
+    window: int,
+) -> list[TextHit] | None:
+    """The top ranked matches that pass the filters, or None if too few of the best passed."""
+    best = db.execute(
+        f"SELECT rowid, score FROM ({ranked}) ORDER BY score DESC LIMIT ?", [*ranked_params, window]
+    ).fetchall()
+    scores = dict(best)
+    found = passing(db, list(scores), where, params)
+    if len(found) < limit and len(best) == window:
+        return None
+    ranked_hits = sorted(((scores[key], key, memory_id) for key, memory_id in found), reverse=True)
+    return [TextHit(memory_id, key, score) for score, key, memory_id in ranked_hits[:limit]]
+
+
+def passing(db: sqlite3.Connection, keys: Sequence[int], where: str, params: list[Any]) -> list[tuple[int, str]]:
+    """Which of these memory keys pass the filters, with their ids."""
+    # CROSS JOIN fixes the loop order: look up each key by rowid (a plain IN let the planner
+    # walk the status index through every active memory instead).
+    return db.execute(
+        f"SELECT m.rowid, m.id FROM json_each(?) AS k CROSS JOIN memories m ON m.rowid = k.value WHERE {where}",
+        [json.dumps(list(keys)), *params],
+    ).fetchall()
