@@ -122,9 +122,19 @@ def store_connection(url: str, store: str = "default") -> psycopg.Connection:
     return db
 
 
+def undo_m009(db: psycopg.Connection) -> None:
+    """Put a store's schema back as migration m008 left it (``db``'s search path on the store's schema):
+    no counts of memories by status."""
+    db.execute("DROP TABLE memory_counts")
+    for name in ("added", "removed", "changed"):
+        db.execute(f"DROP FUNCTION memory_counts_{name}() CASCADE")  # type: ignore[call-overload]  # and its trigger
+    db.execute("DELETE FROM migrations WHERE name = 'm009_memory_counts'")
+
+
 def undo_m008(db: psycopg.Connection) -> None:
-    """Put a store's schema back as migration m007 left it (``db``'s search path on the store's schema):
-    its words' index holds the words alone."""
+    """Put a store's schema back as migration m007 left it (m009 undone first): its words' index holds
+    the words alone."""
+    undo_m009(db)
     db.execute("DROP INDEX memories_words")
     db.execute("CREATE INDEX memories_words ON memories USING gin (words) WITH (fastupdate = off)")
     db.execute("DELETE FROM migrations WHERE name = 'm008_words_index_knows_readers'")

@@ -358,6 +358,45 @@ def m008_words_index_knows_readers(db: psycopg.Connection) -> None:
     db.execute("ANALYZE memories")
 
 
+def m009_memory_counts(db: psycopg.Connection) -> None:
+    """How many memories each status holds, kept by statement-level triggers as memories are written
+    (in stripes, as m003's word totals, so that concurrent writers seldom wait on one row), so that a
+    count by status and expiry alone (a list's total, a store's quota) reads a few numbers and the
+    expired memories instead of counting every memory (sql_store.SQLStore.count)."""
+    db.execute(
+        "CREATE TABLE memory_counts (status TEXT NOT NULL, stripe SMALLINT NOT NULL, n BIGINT NOT NULL,"
+        " PRIMARY KEY (status, stripe))"
+    )
+    db.execute("INSERT INTO memory_counts SELECT status, 0, count(*) FROM memories GROUP BY status")
+    changes = {
+        "added": "SELECT status, count(*) AS n FROM new_rows GROUP BY status",
+        "removed": "SELECT status, -count(*) AS n FROM old_rows GROUP BY status",
+        "changed": "SELECT s.status, sum(s.n) AS n FROM new_rows n JOIN old_rows o ON o.rowid = n.rowid"
+        " CROSS JOIN LATERAL (VALUES (n.status, 1), (o.status, -1)) AS s(status, n)"
+        " WHERE n.status <> o.status GROUP BY s.status",
+    }
+    for name, change in changes.items():
+        db.execute(f"""
+            CREATE FUNCTION memory_counts_{name}() RETURNS trigger LANGUAGE plpgsql
+            SET search_path FROM CURRENT AS $$
+            BEGIN
+                INSERT INTO memory_counts AS t
+                SELECT c.status, pg_backend_pid() % {WORD_TOTAL_STRIPES}, c.n FROM ({change}) AS c
+                ON CONFLICT (status, stripe) DO UPDATE SET n = t.n + EXCLUDED.n;
+                RETURN NULL;
+            END $$
+        """)  # type: ignore[call-overload]  # built from constants, not from input
+    for name, event, tables in (
+        ("added", "INSERT", "NEW TABLE AS new_rows"),
+        ("removed", "DELETE", "OLD TABLE AS old_rows"),
+        ("changed", "UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"),
+    ):
+        db.execute(
+            f"CREATE TRIGGER memory_counts_{name} AFTER {event} ON memories REFERENCING {tables}"
+            f" FOR EACH STATEMENT EXECUTE FUNCTION memory_counts_{name}()"
+        )  # type: ignore[call-overload]  # built from constants, not from input
+
+
 MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m001_create_tables,
     m002_session_index,
@@ -367,6 +406,7 @@ MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m006_sign_bits_beside_vectors,
     m007_words_index_without_pending_list,
     m008_words_index_knows_readers,
+    m009_memory_counts,
 ]
 _LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock that migrations (of any store) run under
 
@@ -418,5 +458,6 @@ def unfix_dimension(db: psycopg.Connection) -> None:
 
 EXPECTED_TABLES = frozenset(
     ("memories", "memory_tags", "links", "versions", "backups", "events", "vectors", "settings",
-     "request_counts", "idempotent_calls", "jobs", "migrations", "word_totals", "vector_signs")
+     "request_counts", "idempotent_calls", "jobs", "migrations", "word_totals", "vector_signs",
+     "memory_counts")
 )  # fmt: skip

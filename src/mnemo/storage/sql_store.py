@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -294,8 +295,20 @@ class SQLStore(ABC):
         return [(sql.memory(row, self.name, self._dialect), position(row)) for row in rows]
 
     def count(self, filters: Filters) -> int:
-        where, params = sql.where(filters, self._dialect)
-        return int(self._one(f"SELECT COUNT(*) FROM memories m WHERE {where}", params))
+        """How many memories pass the filters. By status and expiry alone (a list's total, a store's
+        quota): the counts kept by status (``memory_counts``, kept by triggers) less the expired ones,
+        which an index finds, where counting every memory took most of a list's time at 1,000,000."""
+        if filters.selects_by_attribute or filters.visible_to is not None:
+            where, params = sql.where(filters, self._dialect)
+            return int(self._one(f"SELECT COUNT(*) FROM memories m WHERE {where}", params))
+        by_status = replace(filters, include_expired=True)
+        held, params = sql.where(by_status, self._dialect)
+        kept = f"SELECT COALESCE(SUM(m.n), 0) FROM memory_counts m WHERE {held}"
+        if filters.include_expired:
+            return int(self._one(kept, params))
+        expired, expired_params = sql.where(replace(by_status, expired_before=filters.now), self._dialect)
+        return int(self._one(f"SELECT ({kept}) - (SELECT COUNT(*) FROM memories m WHERE {expired})",
+                             [*params, *expired_params]))  # fmt: skip
 
     def max_access_count(self) -> int:
         return int(self._one("SELECT COALESCE(MAX(access_count), 0) FROM memories WHERE status = 'active'"))

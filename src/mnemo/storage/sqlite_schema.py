@@ -370,6 +370,30 @@ def m009_word_index_knows_readers(db: sqlite3.Connection) -> None:
     )
 
 
+def m010_memory_counts(db: sqlite3.Connection) -> None:
+    """How many memories each status holds, kept by triggers as memories are written, so that a count
+    by status and expiry alone (a list's total, a store's quota) reads a few numbers and the expired
+    memories instead of counting every memory (sql_store.SQLStore.count)."""
+    _run(
+        db,
+        """
+        CREATE TABLE memory_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL);
+        INSERT INTO memory_counts SELECT status, count(*) FROM memories GROUP BY status;
+        CREATE TRIGGER memory_counts_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO memory_counts VALUES (new.status, 1) ON CONFLICT (status) DO UPDATE SET n = n + 1;
+        END;
+        CREATE TRIGGER memory_counts_delete AFTER DELETE ON memories BEGIN
+            UPDATE memory_counts SET n = n - 1 WHERE status = old.status;
+        END;
+        CREATE TRIGGER memory_counts_update AFTER UPDATE OF status ON memories WHEN new.status IS NOT old.status
+        BEGIN
+            UPDATE memory_counts SET n = n - 1 WHERE status = old.status;
+            INSERT INTO memory_counts VALUES (new.status, 1) ON CONFLICT (status) DO UPDATE SET n = n + 1;
+        END;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
@@ -380,4 +404,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m007_jobs,
     m008_session_index,
     m009_word_index_knows_readers,
+    m010_memory_counts,
 ]
