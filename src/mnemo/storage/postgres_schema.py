@@ -197,7 +197,7 @@ def m002_session_index(db: psycopg.Connection) -> None:
 
 # How many words a tsvector was made of (its positions), as FTS5 measures a document's length.
 TOKENS = "(SELECT COALESCE(sum(COALESCE(array_length(p.positions, 1), 1)), 0) FROM unnest({words}) AS p)"
-WORD_TOTAL_STRIPES = 16  # rows the totals are spread over, so that concurrent writers seldom share one
+STRIPES = 16  # rows a kept total (word totals, memory counts) is spread over: concurrent writers seldom share one
 
 
 def m003_word_totals(db: psycopg.Connection) -> None:
@@ -238,7 +238,7 @@ def m003_word_totals(db: psycopg.Connection) -> None:
             BEGIN
                 SELECT {sign} * c.documents, {sign} * c.tokens INTO d, k FROM ({delta}) AS c;
                 IF COALESCE(d, 0) <> 0 OR COALESCE(k, 0) <> 0 THEN
-                    INSERT INTO word_totals AS t VALUES ((pg_backend_pid() % {WORD_TOTAL_STRIPES}), d, k){on_conflict};
+                    INSERT INTO word_totals AS t VALUES ((pg_backend_pid() % {STRIPES}), d, k){on_conflict};
                 END IF;
                 RETURN NULL;
             END $$
@@ -381,7 +381,7 @@ def m009_memory_counts(db: psycopg.Connection) -> None:
             SET search_path FROM CURRENT AS $$
             BEGIN
                 INSERT INTO memory_counts AS t
-                SELECT c.status, pg_backend_pid() % {WORD_TOTAL_STRIPES}, c.n FROM ({change}) AS c
+                SELECT c.status, pg_backend_pid() % {STRIPES}, c.n FROM ({change}) AS c
                 ON CONFLICT (status, stripe) DO UPDATE SET n = t.n + EXCLUDED.n;
                 RETURN NULL;
             END $$
