@@ -298,6 +298,7 @@ class SQLStore(ABC):
         """How many memories pass the filters. By status and expiry alone (a list's total, a store's
         quota): the counts kept by status (``memory_counts``, kept by triggers) less the expired ones,
         which an index finds, where counting every memory took most of a list's time at 1,000,000."""
+        # A viewer is no attribute to a search (it keeps most memories) but is one to a count.
         if filters.selects_by_attribute or filters.visible_to is not None:
             where, params = sql.where(filters, self._dialect)
             return int(self._one(f"SELECT COUNT(*) FROM memories m WHERE {where}", params))
