@@ -34,6 +34,7 @@ from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
 from mnemo.storage.sqlite_schema import MIGRATIONS
+from mnemo.words import search_terms
 from postgres_server import store_connection, undo_m005, undo_m006
 
 MIGRATION_NAMES = [m.__name__ for m in MIGRATIONS]
@@ -604,6 +605,21 @@ def test_a_batch_that_fails_keeps_none_of_its_writes_nor_their_vectors_in_the_in
         kept = service.store("Liam collects vinyl records").memory  # may reuse the lost rows' keys
         (hit,) = service.recall("Liam collects vinyl records").hits
         assert hit.memory.id == kept.id and hit.scores.semantic_similarity > 0.99
+    finally:
+        service.storage.close()
+
+
+def test_a_search_in_a_batch_finds_what_the_batch_stored_by_its_words_as_well_as_by_its_vector(
+    settings: Settings, clock: ManualClock
+):
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    try:
+        with service.batched():
+            stored = service.store("Emma plays the cello").memory
+            # The words are searched beside the vectors on another thread, except in a batch:
+            # another thread's connection would not see the batch's writes.
+            found = service.searcher.find("cello", search_terms("cello"), Filters(now=clock.now()), 10)
+            assert [(c.memory_id, c.text) for c in found.candidates] == [(stored.id, 1.0)]
     finally:
         service.storage.close()
 

@@ -11,7 +11,8 @@ as "probably an answer".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import copy_context
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -36,6 +37,9 @@ WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters pe
 # pairs (benchmarks/near_duplicates.py): distinct facts that no rule separates reach 0.906 (a window
 # or an aisle seat), light rewrites 0.970 at the median; at 0.92 98% of the rewrites are caught.
 NEAR_DUPLICATE = 0.92
+# Word searches that run at once beside the vector searches of the calls that asked for them (more
+# wait their turn); each thread holds a connection while it searches.
+WORD_SEARCHES = 4
 NEAR_DUPLICATE_POOL = 10  # nearest memories examined: templated facts crowd a rewrite's neighbours
 
 
@@ -180,6 +184,7 @@ class Searcher:
         self.embedder = embedder
         self.graph_from = graph_from  # vectors from which a SQLite store's index keeps a snapshot on disk
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
+        self._words = ThreadPoolExecutor(max_workers=WORD_SEARCHES, thread_name_prefix="mnemo-words")
 
     @cached_property
     def index(self) -> VectorSearch | None:
@@ -231,14 +236,16 @@ class Searcher:
             return Found(found, [problem] if problem else [])
 
         calibration = calibration_for(self.embedder.name) if self.embedder is not None else HYBRID
-        # The model embeds the query on another thread while SQLite searches the words: both
-        # release the GIL, so the two costs overlap instead of adding up.
+        # The words are searched on another thread while the model embeds the query and the
+        # vectors are searched: the model, SQLite and PostgreSQL's backends release the GIL, so the
+        # costs overlap instead of adding up.
         focused = without_names(query, names)
         embedding = self._embedding.submit(self._embed_query, focused)
-        text = self._beyond_names(self._text(terms, filters, pool), search_terms(focused) if names else [], filters)
+        words = self._word_matches_beside(terms, search_terms(focused) if names else [], filters, pool)
         vector = embedding.result()
         self.index.refresh(self.storage)
         cosines = dict(self._nearest(vector, filters, pool))
+        text = words.result()
         ids = {key: mid for key, (mid, _) in text.items()}
         missing = [key for key in cosines if key not in ids]
         ids.update(self.storage.keys_passing(missing, filters) if missing else {})
@@ -319,6 +326,22 @@ class Searcher:
             cosines = self.index.similarity(vector, list(new))
             found = found + self._candidates(new, replace(features, cosines=cosines), filters)
         return [replace(c, relevance=lent[c.key]) if lent.get(c.key, 0.0) > c.relevance else c for c in found]
+
+    def _word_matches_beside(
+        self, terms: Sequence[str], focused_terms: Sequence[str], filters: Filters, pool: int
+    ) -> Future[dict[int, tuple[str, float]]]:
+        """The word matches (see _beyond_names), searched on another thread; on this one inside a
+        batch, whose writes only this thread's connection sees."""
+        if self.storage.batching():
+            done: Future[dict[int, tuple[str, float]]] = Future()
+            done.set_result(self._word_matches(terms, focused_terms, filters, pool))
+            return done
+        return self._words.submit(copy_context().run, self._word_matches, terms, focused_terms, filters, pool)
+
+    def _word_matches(
+        self, terms: Sequence[str], focused_terms: Sequence[str], filters: Filters, pool: int
+    ) -> dict[int, tuple[str, float]]:
+        return self._beyond_names(self._text(terms, filters, pool), focused_terms, filters)
 
     def _text(self, terms: Sequence[str], filters: Filters, pool: int) -> dict[int, tuple[str, float]]:
         """The word matches by key: their id and BM25 relative to the best match's."""

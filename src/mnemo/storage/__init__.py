@@ -117,6 +117,7 @@ class Storage(Protocol):
     # This thread's writes in the block as one transaction, each a savepoint in it (a failed write
     # undoes only itself), which the block's reads see: a bulk import commits once a batch.
     def batch(self) -> AbstractContextManager[None]: ...
+    def batching(self) -> bool: ...  # whether this thread is in batch(): other threads do not see its writes
 
     # -- single memories ---------------------------------------------------------------
     def insert(

@@ -160,6 +160,9 @@ class PostgresStorage(SQLStore):
                 # refuses the rest of the transaction: its COMMIT would quietly roll back.
                 raise StorageError(f"store {self.name!r}: a statement of the batch failed; none of it was kept")
 
+    def batching(self) -> bool:
+        return self._batch_connection() is not None
+
     def _batch_connection(self) -> psycopg.Connection | None:
         return getattr(self._local, "db", None)
 

@@ -167,6 +167,9 @@ class SQLiteStorage(SQLStore):
             finally:
                 self._local.batched = False
 
+    def batching(self) -> bool:
+        return bool(getattr(self._local, "batched", False))
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         db = self._connection()
