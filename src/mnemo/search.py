@@ -10,6 +10,8 @@ as "probably an answer".
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import copy_context
@@ -37,10 +39,14 @@ WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters pe
 # pairs (benchmarks/near_duplicates.py): distinct facts that no rule separates reach 0.906 (a window
 # or an aisle seat), light rewrites 0.970 at the median; at 0.92 98% of the rewrites are caught.
 NEAR_DUPLICATE = 0.92
-# Word searches that run at once beside the vector searches of the calls that asked for them (more
-# wait their turn); each thread holds a connection while it searches.
-WORD_SEARCHES = 4
 NEAR_DUPLICATE_POOL = 10  # nearest memories examined: templated facts crowd a rewrite's neighbours
+
+# Word searches that may run beside vector searches at once (on other threads), one a core: past
+# that the machine is busy with other calls, and a call searches its words itself while the model
+# embeds its query, then its vectors. Under 16 clients at once on 2 cores (benchmarks/http_soak.py),
+# sending every call's words to another thread cost 5% of the recalls a second and 45 ms at the
+# median, whatever the number of threads.
+WORD_SEARCHES = os.cpu_count() or 1
 
 
 # The most a memory about none of the subjects a question names can be an answer: "User's blood
@@ -185,6 +191,7 @@ class Searcher:
         self.graph_from = graph_from  # vectors from which a SQLite store's index keeps a snapshot on disk
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
         self._words = ThreadPoolExecutor(max_workers=WORD_SEARCHES, thread_name_prefix="mnemo-words")
+        self._word_slots = threading.BoundedSemaphore(WORD_SEARCHES)
 
     @cached_property
     def index(self) -> VectorSearch | None:
@@ -330,13 +337,27 @@ class Searcher:
     def _word_matches_beside(
         self, terms: Sequence[str], focused_terms: Sequence[str], filters: Filters, pool: int
     ) -> Future[dict[int, tuple[str, float]]]:
-        """The word matches (see _beyond_names), searched on another thread; on this one inside a
+        """The word matches (see _beyond_names), searched on another thread if one of WORD_SEARCHES is
+        free; at once on this one (while the model embeds the query) when none is, or inside a
         batch, whose writes only this thread's connection sees."""
-        if self.storage.batching():
+        if self.storage.batching() or not self._word_slots.acquire(blocking=False):
             done: Future[dict[int, tuple[str, float]]] = Future()
             done.set_result(self._word_matches(terms, focused_terms, filters, pool))
             return done
-        return self._words.submit(copy_context().run, self._word_matches, terms, focused_terms, filters, pool)
+        try:
+            context = copy_context()
+            return self._words.submit(context.run, self._word_matches_in_slot, terms, focused_terms, filters, pool)
+        except BaseException:
+            self._word_slots.release()
+            raise
+
+    def _word_matches_in_slot(
+        self, terms: Sequence[str], focused_terms: Sequence[str], filters: Filters, pool: int
+    ) -> dict[int, tuple[str, float]]:
+        try:
+            return self._word_matches(terms, focused_terms, filters, pool)
+        finally:
+            self._word_slots.release()
 
     def _word_matches(
         self, terms: Sequence[str], focused_terms: Sequence[str], filters: Filters, pool: int
