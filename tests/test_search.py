@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -17,7 +18,7 @@ from mnemo.embed.fake import FakeEmbedder
 from mnemo.errors import Duplicate, EmbeddingError
 from mnemo.model import Context
 from mnemo.query import Filters
-from mnemo.search import HYBRID, REPLY_SHARE, REPLY_WITHIN, WORD_SEARCHES
+from mnemo.search import HYBRID, REPLY_SHARE, REPLY_WITHIN
 from mnemo.service import MemoryService
 from mnemo.words import search_terms
 
@@ -40,28 +41,33 @@ def test_storing_a_memory_stores_its_vector_and_stats_count_its_bytes(hybrid: Me
     assert size["embeddings_bytes"] == 4 * hybrid.embedder.dimension
 
 
-def test_word_searches_beside_the_vectors_give_their_thread_back_and_a_busy_searcher_searches_itself(
+def test_a_search_alone_searches_its_words_beside_its_vectors_and_one_among_others_itself(
     hybrid: MemoryService, monkeypatch: pytest.MonkeyPatch
 ):
     hybrid.store("Emma plays the cello")
     searcher, filters = hybrid.searcher, Filters(now=hybrid.clock.now())
+    threads: list[str] = []
+    search_text = searcher.storage.search_text
 
     def found() -> list[tuple[str, float]]:
         return [(c.memory_id, c.text) for c in searcher.find("cello", search_terms("cello"), filters, 10).candidates]
 
+    def searched_on_a_thread(*args: object) -> object:
+        threads.append(threading.current_thread().name)
+        return search_text(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(searcher.storage, "search_text", searched_on_a_thread)
     expected = found()
     assert len(expected) == 1 and expected[0][1] == 1.0  # found by its words as well as its vector
-    with monkeypatch.context() as failing:  # a word search that fails reaches the caller
+    assert threads[-1].startswith("mnemo-words")
+    with searcher._alone():  # another call is searching
+        assert found() == expected
+    assert threads[-1] == threading.current_thread().name
+    with monkeypatch.context() as failing:  # a word search that fails reaches the caller, and ends the call
         failing.setattr(searcher.storage, "search_text", lambda *args: 1 / 0)
-        for _ in range(WORD_SEARCHES + 1):
-            with pytest.raises(ZeroDivisionError):
-                found()
-    assert found() == expected
-    slots = [searcher._word_slots.acquire(blocking=False) for _ in range(WORD_SEARCHES)]
-    assert all(slots)  # each search gave its slot back, the failed ones too
-    assert found() == expected  # no thread free: the call searched its words itself
-    for _ in slots:
-        searcher._word_slots.release()
+        with pytest.raises(ZeroDivisionError):
+            found()
+    assert found() == expected and threads[-1].startswith("mnemo-words")  # alone again
 
 
 def test_meaning_finds_a_memory_whose_words_differ(hybrid: MemoryService):

@@ -10,10 +10,10 @@ as "probably an answer".
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from contextvars import copy_context
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -40,13 +40,6 @@ WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters pe
 # or an aisle seat), light rewrites 0.970 at the median; at 0.92 98% of the rewrites are caught.
 NEAR_DUPLICATE = 0.92
 NEAR_DUPLICATE_POOL = 10  # nearest memories examined: templated facts crowd a rewrite's neighbours
-
-# Word searches that may run beside vector searches at once (on other threads), one a core: past
-# that the machine is busy with other calls, and a call searches its words itself while the model
-# embeds its query, then its vectors. Under 16 clients at once on 2 cores (benchmarks/http_soak.py),
-# sending every call's words to another thread cost 5% of the recalls a second and 45 ms at the
-# median, whatever the number of threads.
-WORD_SEARCHES = os.cpu_count() or 1
 
 
 # The most a memory about none of the subjects a question names can be an answer: "User's blood
@@ -190,8 +183,9 @@ class Searcher:
         self.embedder = embedder
         self.graph_from = graph_from  # vectors from which a SQLite store's index keeps a snapshot on disk
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
-        self._words = ThreadPoolExecutor(max_workers=WORD_SEARCHES, thread_name_prefix="mnemo-words")
-        self._word_slots = threading.BoundedSemaphore(WORD_SEARCHES)
+        self._words = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-words")
+        self._searching = 0  # calls between their word search and its result (see _alone)
+        self._searching_lock = threading.Lock()
 
     @cached_property
     def index(self) -> VectorSearch | None:
@@ -243,16 +237,17 @@ class Searcher:
             return Found(found, [problem] if problem else [])
 
         calibration = calibration_for(self.embedder.name) if self.embedder is not None else HYBRID
-        # The words are searched on another thread while the model embeds the query and the
-        # vectors are searched: the model, SQLite and PostgreSQL's backends release the GIL, so the
-        # costs overlap instead of adding up.
+        # The model embeds the query on another thread while the words are searched, and when no
+        # other call is searching the words go on while the vectors are searched: the model, SQLite
+        # and PostgreSQL's backends release the GIL, so the costs overlap instead of adding up.
         focused = without_names(query, names)
         embedding = self._embedding.submit(self._embed_query, focused)
-        words = self._word_matches_beside(terms, search_terms(focused) if names else [], filters, pool)
-        vector = embedding.result()
-        self.index.refresh(self.storage)
-        cosines = dict(self._nearest(vector, filters, pool))
-        text = words.result()
+        with self._alone() as alone:
+            words = self._word_search(terms, search_terms(focused) if names else [], filters, pool, beside=alone)
+            vector = embedding.result()
+            self.index.refresh(self.storage)
+            cosines = dict(self._nearest(vector, filters, pool))
+            text = words.result()
         ids = {key: mid for key, (mid, _) in text.items()}
         missing = [key for key in cosines if key not in ids]
         ids.update(self.storage.keys_passing(missing, filters) if missing else {})
@@ -334,34 +329,38 @@ class Searcher:
             found = found + self._candidates(new, replace(features, cosines=cosines), filters)
         return [replace(c, relevance=lent[c.key]) if lent.get(c.key, 0.0) > c.relevance else c for c in found]
 
-    def _word_matches_beside(
-        self, terms: Sequence[str], focused_terms: Sequence[str], filters: Filters, pool: int
-    ) -> Future[dict[int, tuple[str, float]]]:
-        """The word matches (see _beyond_names), searched on another thread if one of WORD_SEARCHES is
-        free; at once on this one (while the model embeds the query) when none is, or inside a
-        batch, whose writes only this thread's connection sees."""
-        if self.storage.batching() or not self._word_slots.acquire(blocking=False):
-            done: Future[dict[int, tuple[str, float]]] = Future()
-            done.set_result(self._word_matches(terms, focused_terms, filters, pool))
-            return done
+    @contextmanager
+    def _alone(self) -> Iterator[bool]:
+        """Whether this call is the only one of this store searching now. Only then are its words
+        searched beside its vectors: under 16 clients at once on 2 cores (benchmarks/http_soak.py)
+        every call doing so cost ~5% of the recalls a second and ~45 ms at the median, one a core
+        3%; a busy machine has no core to spare."""
+        with self._searching_lock:
+            self._searching += 1
+            alone = self._searching == 1
         try:
-            context = copy_context()
-            return self._words.submit(context.run, self._word_matches_in_slot, terms, focused_terms, filters, pool)
-        except BaseException:
-            self._word_slots.release()
-            raise
-
-    def _word_matches_in_slot(
-        self, terms: Sequence[str], focused_terms: Sequence[str], filters: Filters, pool: int
-    ) -> dict[int, tuple[str, float]]:
-        try:
-            return self._word_matches(terms, focused_terms, filters, pool)
+            yield alone
         finally:
-            self._word_slots.release()
+            with self._searching_lock:
+                self._searching -= 1
+
+    def _word_search(
+        self, terms: Sequence[str], focused_terms: Sequence[str], filters: Filters, pool: int, beside: bool
+    ) -> Future[dict[int, tuple[str, float]]]:
+        """The word matches: searched on another thread if ``beside``, else at once on this one, while
+        the model embeds the query; on this one inside a batch too, whose writes only this thread's
+        connection sees."""
+        if beside and not self.storage.batching():
+            context = copy_context()
+            return self._words.submit(context.run, self._word_matches, terms, focused_terms, filters, pool)
+        done: Future[dict[int, tuple[str, float]]] = Future()
+        done.set_result(self._word_matches(terms, focused_terms, filters, pool))
+        return done
 
     def _word_matches(
         self, terms: Sequence[str], focused_terms: Sequence[str], filters: Filters, pool: int
     ) -> dict[int, tuple[str, float]]:
+        """The word matches by key (see _text), those that match only by the subjects' names at NAME_ONLY."""
         return self._beyond_names(self._text(terms, filters, pool), focused_terms, filters)
 
     def _text(self, terms: Sequence[str], filters: Filters, pool: int) -> dict[int, tuple[str, float]]:
