@@ -333,8 +333,8 @@ class Searcher:
     def _alone(self) -> Iterator[bool]:
         """Whether this call is the only one of this store searching now. Only then are its words
         searched beside its vectors: under 16 clients at once on 2 cores (benchmarks/http_soak.py)
-        every call doing so cost ~5% of the recalls a second and ~45 ms at the median, one a core
-        3%; a busy machine has no core to spare."""
+        every call doing so cost 5-9% of the recalls a second and ~45 ms at the median, one a core
+        at a time 3%; a busy machine has no core to spare."""
         with self._searching_lock:
             self._searching += 1
             alone = self._searching == 1

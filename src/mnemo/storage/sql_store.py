@@ -315,6 +315,8 @@ class SQLStore(ABC):
         return int(self._one("SELECT COALESCE(MAX(access_count), 0) FROM memories WHERE status = 'active'"))
 
     def record_recall(self, memory_ids: Sequence[str], at: datetime) -> None:
+        if not memory_ids:
+            return
         stamp = self._dialect.time(at)
         with self._write() as db:
             # One statement for them all: on PostgreSQL each statement also runs memory_counts'
