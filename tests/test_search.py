@@ -29,7 +29,7 @@ pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and Postg
 def hybrid(settings: Settings, clock: ManualClock) -> Iterator[MemoryService]:
     svc = open_service(settings, clock=clock, embedder=FakeEmbedder())
     yield svc
-    svc.storage.close()
+    svc.close()
 
 
 def test_storing_a_memory_stores_its_vector_and_stats_count_its_bytes(hybrid: MemoryService):
@@ -68,6 +68,21 @@ def test_a_search_alone_searches_its_words_beside_its_vectors_and_one_among_othe
         with pytest.raises(ZeroDivisionError):
             found()
     assert found() == expected and threads[-1].startswith("mnemo-words")  # alone again
+
+
+def test_closing_a_service_stops_its_search_threads(settings: Settings, clock: ManualClock):
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    before = set(threading.enumerate())
+    service.store("Emma plays the cello")
+    assert service.recall("cello").hits  # its words and its query's embedding on threads of their own
+    started = [t for t in threading.enumerate() if t not in before and t.name.startswith("mnemo-")]
+    assert {t.name.split("_")[0] for t in started} == {"mnemo-words", "mnemo-embed-query"}
+
+    service.close()
+
+    for thread in started:
+        thread.join(timeout=5)
+        assert not thread.is_alive()
 
 
 def test_meaning_finds_a_memory_whose_words_differ(hybrid: MemoryService):

@@ -10,6 +10,7 @@ import functools
 import inspect
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime
@@ -716,6 +717,21 @@ def test_a_store_that_refuses_to_open_keeps_no_handle_on_its_file(tmp_path: Path
         SQLiteStorage(folder).vector_model()  # a damaged store opens, then refuses every operation
 
     # An open handle would keep the file locked on Windows, so the user could not move it aside.
+    assert _open_handles(path) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files through /proc")
+def test_closing_a_store_closes_the_connections_its_reads_opened_on_other_threads(tmp_path: Path):
+    storage = SQLiteStorage(tmp_path / "store")
+    readers = [threading.Thread(target=storage.vector_model) for _ in range(2)]
+    for reader in readers:  # each thread opens a connection of its own, and leaves it open
+        reader.start()
+        reader.join()
+    path = tmp_path / "store" / DB_FILENAME
+    assert len(_open_handles(path)) >= 2
+
+    storage.close()
+
     assert _open_handles(path) == []
 
 

@@ -70,7 +70,7 @@ class NamedStores:
     def close(self) -> None:
         with self._lock:
             for service in self._services.values():
-                service.storage.close()
+                service.close()
             self._services.clear()
 
     # -- spec 002's operations, on the named store -----------------------------------------

@@ -187,6 +187,11 @@ class Searcher:
         self._searching = 0  # calls between their word search and its result (see _alone)
         self._searching_lock = threading.Lock()
 
+    def close(self) -> None:
+        """Stop the query-embedding and word-search threads (a call still running finishes)."""
+        self._embedding.shutdown(wait=False, cancel_futures=True)
+        self._words.shutdown(wait=False, cancel_futures=True)
+
     @cached_property
     def index(self) -> VectorSearch | None:
         """The backend's own vector search if it has one, else the store's vectors in this process's

@@ -84,7 +84,7 @@ class ProfileServer(MCPServer):
         """Close every store this server opened (the named ones include its own)."""
         if self.stores is not None:
             self.stores.close()
-        self.service.storage.close()
+        self.service.close()
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

@@ -72,7 +72,7 @@ def _service(store: str | None) -> Iterator[MemoryService]:
     try:
         yield service
     finally:
-        service.storage.close()
+        service.close()
 
 
 def _plain(value: Any) -> Any:

@@ -53,6 +53,11 @@ class ServiceBase:
                 storage.reset_vectors(embedder.name)  # a store's first model is the one it meets first
             storage.purge_due(self.clock.now())
 
+    def close(self) -> None:
+        """Release the store's connections and the search's threads; the service is not used after."""
+        self.searcher.close()
+        self.storage.close()
+
     @contextmanager
     def batched(self) -> Iterator[None]:
         """The writes of the block (on this thread) as one transaction: a bulk import commits once a

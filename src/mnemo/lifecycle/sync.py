@@ -377,7 +377,7 @@ def run_sync(
 
     def close() -> None:
         for other in opened:
-            other.storage.close()
+            other.close()
 
     try:
         syncer = Syncer(located(source), located(destination), source, destination)

@@ -118,7 +118,10 @@ class SQLiteStorage(SQLStore):
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
             with self._translated():
-                db = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None)
+                # Each thread uses only its own connection; close() may close them all from any thread.
+                db = sqlite3.connect(
+                    self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+                )
                 try:
                     # Switching a new file to WAL takes an exclusive lock and SQLite does not wait for it.
                     self._execute_when_free(db, "PRAGMA journal_mode=WAL")
