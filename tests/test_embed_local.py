@@ -135,6 +135,15 @@ def test_a_long_text_is_not_batched_with_texts_under_half_its_length() -> None:
     assert batches == [[1, 3], [5], [6, 2], [4, 0]]  # longest first; padding never doubles the work
 
 
+def test_a_batch_holds_at_most_its_budget_of_padded_tokens() -> None:
+    lengths = [100] * 12 + [40] * 3
+
+    batches = local._batches(lengths, batch_size=64, tokens=1000)
+
+    assert [len(b) for b in batches] == [10, 2, 3]  # 10 x 100 tokens, then 2 x 100; 3 x 40 (under half)
+    assert all(len(b) * max(lengths[i] for i in b) <= 1000 for b in batches)
+
+
 def test_vectors_are_float32_unit_rows_and_a_query_is_one_row(int8: LocalEmbedder) -> None:
     vectors = int8.embed_documents(["first memory", "second memory"])
     query = int8.embed_query("which memory?")

@@ -19,6 +19,13 @@ if TYPE_CHECKING:
 
 Vectors: TypeAlias = "npt.NDArray[np.float32]"  # named in annotations only: importing this needs no numpy
 
+# How many texts a bulk job (an import, a reindex) gives the model at once. The local model sorts
+# them by length into its runs (embed.local.TOKENS_PER_RUN), so the more it gets the less it pads:
+# with 64 at once (and runs of 64 texts whatever their length) LoCoMo's 4,000 first turns imported
+# at 191-192 memories/s and 5,000 short notes at 408-412; with 512 (and the runs' token budget)
+# 247-264 and 438-442 (benchmarks/import_speed.py, the two alternately).
+BULK_TEXTS = 512
+
 
 class Embedder(Protocol):
     @property

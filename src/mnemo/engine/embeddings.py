@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from mnemo.embed import Vectors
+from mnemo.embed import BULK_TEXTS, Vectors
 from mnemo.engine.base import ServiceBase
 from mnemo.errors import EmbeddingError
 from mnemo.model import Memory, Status
@@ -52,7 +52,7 @@ class EmbeddingOperations(ServiceBase):
         if self.searcher.index is not None:
             self.searcher.index.discard(keys)
 
-    def embed_pending(self, batch: int = 64) -> int:
+    def embed_pending(self, batch: int = BULK_TEXTS) -> int:
         """Embed memories that have no vector yet (stored while the model failed); returns how many."""
         done = 0
         while self.embedder is not None and (pending := self.storage.unembedded(batch)):
@@ -68,7 +68,7 @@ class EmbeddingOperations(ServiceBase):
         self.categories.load()
         self.embed_pending()
 
-    def reindex(self, progress: Callable[[int, int], None] | None = None, batch: int = 64) -> int:
+    def reindex(self, progress: Callable[[int, int], None] | None = None, batch: int = BULK_TEXTS) -> int:
         """Re-embed every memory with the configured model, replacing vectors of any other."""
         if self.embedder is None:
             raise EmbeddingError("no embedding model is configured")

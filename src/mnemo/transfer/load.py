@@ -18,12 +18,13 @@ from contextvars import copy_context
 from dataclasses import dataclass, field
 from itertools import islice
 
+from mnemo.embed import BULK_TEXTS
 from mnemo.errors import EmbeddingError, MnemoError
 from mnemo.lifecycle import jobs
 from mnemo.service import MemoryService
 from mnemo.transfer.formats import Record, Unreadable
 
-BATCH = 64
+BATCH = BULK_TEXTS  # records read, embedded and stored (one transaction) at a time
 MAX_EXAMPLES = 5  # rejected records named per reason in the summary
 
 
