@@ -72,6 +72,24 @@ def test_past_the_threshold_a_snapshot_is_written_and_searched_with_exact_scores
             assert score == pytest.approx(float(vectors[key] @ query), abs=1e-5)
 
 
+def test_a_snapshot_finds_the_rows_of_keys_by_its_table_as_by_binary_search(
+    large: MemoryService, monkeypatch: pytest.MonkeyPatch
+):
+    snapshot = layered(large)._snapshot
+    assert snapshot is not None and snapshot._row_of is not None  # rowids are dense: looked up in a table
+    held = snapshot.keys.tolist()
+    asked = [held[5], -1, 0, held[-1] + 1, held[-1] + 10**9, held[0], *held[40:60]]  # absent ones too
+    by_table = snapshot.rows(asked)
+
+    monkeypatch.setattr(snapshot, "_row_of", None)  # as for sparse keys
+    by_search = snapshot.rows(asked)
+
+    for found, expected in zip(by_table, by_search, strict=True):
+        assert found.tolist() == expected.tolist()
+    assert by_search[0].tolist() == [held[5], held[0], *held[40:60]]
+    assert vector_graph._rows_by_key(np.array([1, 10**7], dtype=np.int64)) is None  # too sparse for a table
+
+
 def test_recall_over_the_snapshot_finds_new_updated_and_not_forgotten_memories(large: MemoryService):
     new = large.store("Zoe keeps bees on the roof of the old mill").memory
     old = large.recall("practises cello", limit=1).hits[0].memory
