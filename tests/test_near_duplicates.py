@@ -93,3 +93,13 @@ async def test_memento_stores_every_distinct_fact_and_names_the_fact_a_rewrite_w
             again = await structured(client, "store_memory", content=rewrite, subject="liam", category="fact")
             assert again["already_stored"] is True, kind
             assert (again["id"], again["content"]) == (twin["id"], twin["content"])
+
+
+async def test_a_rewrite_of_a_memory_kept_compressed_in_glacier_names_that_memory(full_server):
+    _, original, rewrite = REWRITES[0]
+    async with Client(full_server, raise_exceptions=True) as client:
+        twin = (await answer(client, "store_memory", content=original))["memory_id"]
+        await structured(client, "archive_memory", memory_id=twin, archive_tier="glacier", retain_embeddings=True)
+        refused = await answer(client, "store_memory", content=rewrite)
+    assert refused["error"]["code"] == "DUPLICATE_MEMORY", refused
+    assert refused["error"]["details"]["existing_memory_id"] == twin

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
-from mnemo.same_fact import difference, words_of
+from mnemo.same_fact import _RecentTexts, difference, words_of
 from one_slot_apart import DISTINCT, REWRITES
 
 
@@ -67,3 +69,18 @@ def test_may_is_a_month_only_when_capitalised():
     kinds = {w.key: w.kind for w in words_of("Emma may travel in May")}
     assert [w.kind for w in words_of("Emma may travel")][1] == "modal"
     assert kinds["may"] == "date"  # the later, capitalised one wins in this dict
+
+
+def test_the_analyses_kept_for_comparison_stay_within_their_budget_of_characters():
+    recent = _RecentTexts(characters=1_000, longest=200)
+    notes = [f"Emma moved the review to day {n} of the quarter" for n in range(100)]
+    for first, second in itertools.pairwise(notes):
+        assert recent.get(first).words == words_of(first)
+        recent.get(second)
+    assert recent.size() <= 1_000
+    assert 0 < len(recent) <= 1_000 // len(notes[0])
+    assert recent.get(notes[-1]) is recent.get(notes[-1])  # the latest are held
+    long_text = "Emma " * 100
+    recent.get(long_text)
+    assert recent.get(long_text) is not recent.get(long_text)  # longer than `longest`: not kept
+    assert recent.size() <= 1_000

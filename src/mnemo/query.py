@@ -119,6 +119,16 @@ class RankFields:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredText:
+    """Whose a memory is and what it says: what the near-duplicate check compares, read alone."""
+
+    memory_id: str
+    user_id: str | None
+    subject_key: str | None
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
 class TextHit:
     memory_id: str
     key: int  # the memory's storage key

@@ -16,11 +16,11 @@ consolidation can merge later), while a distinct fact taken for a rewrite would 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 _CONTRACTIONS = (
     (r"\bcan['\u2019]t\b", "can not"),
@@ -148,7 +148,55 @@ class Word:
     shown: str  # as written
 
 
-@lru_cache(maxsize=1024)  # a new memory is compared with up to NEAR_DUPLICATE_POOL close ones, often the same
+@dataclass(frozen=True, slots=True)
+class _Analysed:
+    words: tuple[Word, ...]
+    keys: Counter[str]  # how often each word's key occurs
+
+
+class _RecentTexts:
+    """The analyses of the texts compared lately, kept up to a number of characters in all.
+
+    A new memory is compared with up to NEAR_DUPLICATE_POOL close ones, which are often the same
+    from one memory to the next (an import of similar notes). Bounded by characters, not entries:
+    a content may be 50,000 characters, and a thousand such analyses would hold gigabytes. A text
+    longer than ``longest`` is analysed each time, so that a few long ones do not evict the rest.
+    """
+
+    def __init__(self, characters: int, longest: int) -> None:
+        self.characters, self.longest = characters, longest
+        self._held: OrderedDict[str, _Analysed] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()  # the server's worker threads store at the same time
+
+    def get(self, text: str) -> _Analysed:
+        with self._lock:
+            if (found := self._held.get(text)) is not None:
+                self._held.move_to_end(text)
+                return found
+        words = words_of(text)
+        analysed = _Analysed(words, Counter(w.key for w in words))
+        if len(text) <= self.longest:
+            with self._lock:
+                if text not in self._held:
+                    self._held[text] = analysed
+                    self._size += len(text)
+                while self._size > self.characters:
+                    self._size -= len(self._held.popitem(last=False)[0])
+        return analysed
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def size(self) -> int:
+        """The characters of the texts held."""
+        return self._size
+
+
+# An analysis takes ~30 bytes a character of prose, ~60 at worst (one-letter words): ≤ 30 MB.
+_recent = _RecentTexts(characters=500_000, longest=4_000)
+
+
 def words_of(text: str) -> tuple[Word, ...]:
     """The words of a sentence, each with the kind of difference it would make to a fact."""
     text = unicodedata.normalize("NFKC", text)
@@ -237,9 +285,10 @@ def difference(a: str, b: str) -> str | None:
     None means only that no fact-bearing word differs; whether they say the same is then the
     embedding's call.
     """
-    left, right = words_of(a), words_of(b)
-    only_left = Counter(w.key for w in left) - Counter(w.key for w in right)
-    only_right = Counter(w.key for w in right) - Counter(w.key for w in left)
+    analysed_left, analysed_right = _recent.get(a), _recent.get(b)
+    left, right = analysed_left.words, analysed_right.words
+    only_left = analysed_left.keys - analysed_right.keys
+    only_right = analysed_right.keys - analysed_left.keys
     for side, only in ((left, only_left), (right, only_right)):
         for word in side:
             if word.key in only and word.kind is not None:

@@ -425,16 +425,15 @@ class Searcher:
         if not close:
             return None
         filters = Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=False)
-        passing = self.storage.keys_passing([key for key, _ in close], filters)
-        found = {m.id: m for m in self.storage.get_many(list(passing.values()))}
+        passing = self.storage.texts_passing([key for key, _ in close], filters)
         for key, cosine in close:
-            twin = found.get(passing.get(key, ""))
+            twin = passing.get(key)
             if (
                 twin is not None
-                and (twin.context.user_id, twin.subject_key) == (user_id, subject_key)
+                and (twin.user_id, twin.subject_key) == (user_id, subject_key)
                 and same_fact.difference(twin.content, content) is None
             ):
-                return twin.id, cosine
+                return twin.memory_id, cosine
         return None
 
     def _nearest(self, vector: Vectors, filters: Filters, pool: int) -> list[tuple[int, float]]:

@@ -29,7 +29,7 @@ from psycopg.pq import TransactionStatus
 from mnemo.bounds import as_utc
 from mnemo.errors import InvalidInput, Locked, MnemoError, StorageError
 from mnemo.model import Change, Memory
-from mnemo.query import Filters, TextHit
+from mnemo.query import Filters, StoredText, TextHit
 from mnemo.storage import (
     EventPattern,
     StoredVector,
@@ -314,14 +314,19 @@ class PostgresStorage(SQLStore):
         return None
 
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
+        return dict(self._passing(keys, filters, "m.rowid, m.id"))
+
+    def texts_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, StoredText]:
+        return sql.stored_texts(self._passing(keys, filters, sql.STORED_TEXT_COLUMNS))
+
+    def _passing(self, keys: Sequence[int], filters: Filters, columns: str) -> list[Any]:
+        """Which of these memory keys pass the filters, with these columns of theirs (memories as m)."""
         if not keys:
-            return {}
+            return []
         where, params = sql.where(filters, self._dialect)
         with self._read() as db:
-            rows = db.execute(
-                f"SELECT m.rowid, m.id FROM memories m WHERE m.rowid = ANY(%s) AND {where}", [list(keys), *params]
-            ).fetchall()
-        return dict(rows)
+            query = f"SELECT {columns} FROM memories m WHERE m.rowid = ANY(%s) AND {where}"
+            return list(db.execute(query, [list(keys), *params]))
 
     def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]:
         """Which of these memories are about the subject, or name it in their content or tags."""

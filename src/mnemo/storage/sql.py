@@ -30,7 +30,7 @@ from mnemo.model import (
     Status,
     to_iso,
 )
-from mnemo.query import Filters, SortField, fold_case
+from mnemo.query import Filters, SortField, StoredText, fold_case
 from mnemo.storage import GroupKey
 
 COLUMNS = (
@@ -127,6 +127,23 @@ def row_values(m: Memory, dialect: Dialect = SQLITE) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+def unpacked(content: str, content_packed: bytes | None) -> str:
+    """A memory's content: a glacier memory's is compressed in ``content_packed``."""
+    return content if content_packed is None else zlib.decompress(content_packed).decode("utf-8", "surrogatepass")
+
+
+# The columns of memories (as m) that StoredText needs, after the rowid.
+STORED_TEXT_COLUMNS = "m.rowid, m.id, m.user_id, m.subject_key, m.content, m.content_packed"
+
+
+def stored_texts(rows: Sequence[Sequence[Any]]) -> dict[int, StoredText]:
+    """Rows laid out as STORED_TEXT_COLUMNS, by key."""
+    return {
+        key: StoredText(memory_id, user, subject, unpacked(content, packed))
+        for key, memory_id, user, subject, content, packed in rows
+    }
+
+
 def memory(row: Sequence[Any], store: str, dialect: Dialect = SQLITE, offset: int = 1) -> Memory:
     """Build a Memory from a row laid out as ``SELECT`` (rowid first, skipped by ``offset``)."""
     (id_, path, content, _length, _signature, _word_signature, type_, category, subject, _subject_key, tags,
@@ -134,8 +151,7 @@ def memory(row: Sequence[Any], store: str, dialect: Dialect = SQLITE, offset: in
      access_level, owner, expires_at, status, archive_tier, forget_reason, forget_details, forgotten_at,
      recoverable_until, created_at, updated_at, accessed_at, access_count, version, content_packed, archive_id,
      archived_at, archive_file) = tuple(row)[offset:]  # fmt: skip
-    if content_packed is not None:
-        content = zlib.decompress(content_packed).decode("utf-8", "surrogatepass")
+    content = unpacked(content, content_packed)
     read = dialect.read_time
     return Memory(
         id=id_, store=store, path=path, content=content, type=type_, category=category, subject=subject,

@@ -25,7 +25,7 @@ from mnemo.model import (
     Memory,
     to_iso,
 )
-from mnemo.query import Filters, TextHit, fold_case
+from mnemo.query import Filters, StoredText, TextHit, fold_case
 from mnemo.storage import (
     EventPattern,
     Granularity,
@@ -372,6 +372,11 @@ class SQLiteStorage(SQLStore):
         where, params = sql.where(filters)
         with self._read() as db:
             return dict(sqlite_text.passing(db, keys, where, params))
+
+    def texts_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, StoredText]:
+        where, params = sql.where(filters)
+        with self._read() as db:
+            return sql.stored_texts(sqlite_text.passing(db, keys, where, params, sql.STORED_TEXT_COLUMNS))
 
     def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]:
         """Which of these memories are about the subject, or name it in their content or tags."""

@@ -133,11 +133,13 @@ def _best_then_filter(
     return [TextHit(memory_id, key, score) for score, key, memory_id in ranked_hits[:limit]]
 
 
-def passing(db: sqlite3.Connection, keys: Sequence[int], where: str, params: list[Any]) -> list[tuple[int, str]]:
-    """Which of these memory keys pass the filters, with their ids."""
+def passing(
+    db: sqlite3.Connection, keys: Sequence[int], where: str, params: list[Any], columns: str = "m.rowid, m.id"
+) -> list[Any]:
+    """Which of these memory keys pass the filters, with these columns of theirs (memories as m)."""
     # CROSS JOIN fixes the loop order: look up each key by rowid (a plain IN let the planner
     # walk the status index through every active memory instead).
     return db.execute(
-        f"SELECT m.rowid, m.id FROM json_each(?) AS k CROSS JOIN memories m ON m.rowid = k.value WHERE {where}",
+        f"SELECT {columns} FROM json_each(?) AS k CROSS JOIN memories m ON m.rowid = k.value WHERE {where}",
         [json.dumps(list(keys)), *params],
     ).fetchall()
