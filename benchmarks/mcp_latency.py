@@ -2,15 +2,18 @@
 
     python benchmarks/mcp_latency.py [--memories 10000] [--calls 200]
 
-Fills a store with N synthetic memories (local model), then times each query three ways, back to
+Fills a store with N synthetic memories (local model), then times each query four ways, back to
 back and in rotating order, for each profile's search tool: the engine's call in process
 (``MemoryService.recall`` / ``query``), the profile's tool in process (``ProfileServer.call_tool``:
-argument validation, the output model, its JSON), and ``mcp.Client`` over stdio to ``mnemo serve``
-(adds both processes' JSON, the pipes, and the client's check of the answer against the tool's
-output schema). Then the floor: full's answer returned by a bare SDK server with no search behind
-it (FLOOR_SERVER). Prints p50/p95 in ms, the median of the per-query differences between stdio and
-the engine (paired, so the machine's drifting load cancels), the CPU each way uses per call (ms:
-the engine in process; over stdio, the server's and the client's), and the answer's size.
+argument validation, the output model, its JSON), ``mcp.Client`` over stdio to ``mnemo serve``
+(adds both processes' JSON, the pipes, and the Python SDK client's own work: its session, its
+check of the answer against the tool's output schema), and a plain JSON-RPC client over stdio to
+a second ``mnemo serve`` (WireClient: writes the request line, reads and parses the answer line;
+what the server path costs a client that does no more). Then the floor: full's answer returned by
+a bare SDK server with no search behind it (FLOOR_SERVER). Prints p50/p95 in ms, the median of the
+per-query differences between each stdio way and the engine (paired, so the machine's drifting
+load cancels), the CPU each way uses per call (ms: the engine in process; over stdio, the
+server's and the client's), and the answer's size.
 """
 
 from __future__ import annotations
@@ -21,17 +24,18 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from mcp import Client, StdioServerParameters
-from mcp.types import TextContent
+from mcp.types import LATEST_PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY, TextContent
 
 from import_speed import sentences
 from mnemo.app import open_service
@@ -60,13 +64,45 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def server_pid() -> int:
-    """The one child process of this one: the stdio server the client spawned."""
-    children = [
+def sdk_server_pid(others: Collection[int] = ()) -> int:
+    """The stdio server ``mcp.Client`` spawned: the one child process of this one not in ``others``."""
+    children = {
         int(pid) for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()
-    ]
-    (pid,) = children
+    }
+    (pid,) = children - set(others)
     return pid
+
+
+class WireClient:
+    """A plain JSON-RPC client of a stdio server (MCP 2026-07-28: stateless, no handshake): each call
+    writes one request line and reads and parses the answer line, and checks nothing else."""
+
+    META: ClassVar[dict[str, Any]] = {
+        PROTOCOL_VERSION_META_KEY: LATEST_PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.requests = 0
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.requests += 1
+        params = {"name": name, "arguments": arguments, "_meta": self.META}
+        request = {"jsonrpc": "2.0", "id": self.requests, "method": "tools/call", "params": params}
+        self.process.stdin.write(json.dumps(request).encode() + b"\n")
+        self.process.stdin.flush()
+        answer = json.loads(self.process.stdout.readline())
+        if "result" not in answer or answer["result"].get("isError"):
+            raise RuntimeError(f"{name} failed: {answer}")
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
 
 
 async def settled(pid: int) -> None:
@@ -80,7 +116,7 @@ async def settled(pid: int) -> None:
         used = now
 
 
-WAYS = ("engine", "tool", "stdio")
+WAYS = ("engine", "tool", "stdio", "wire")
 # The floor of the path: an SDK server whose one tool returns a saved answer of full's recall as the
 # same output model, with no search behind it. What stdio costs beyond it is mnemo's to cut.
 FLOOR_SERVER = textwrap.dedent(
@@ -105,34 +141,40 @@ FLOOR_SERVER = textwrap.dedent(
 
 @dataclass
 class Timings:
-    """Each way's wall times (ms) and the CPU it used in all (s): this process's, and the server's for stdio."""
+    """Each way's wall times (ms) and the CPU it used in all (s): this process's, and over stdio the
+    server's too (as ``"<way> server"``)."""
 
     wall: dict[str, list[float]] = field(default_factory=lambda: {way: [] for way in WAYS})
-    cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys([*WAYS, "server"], 0.0))
+    cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys([*WAYS, "stdio server", "wire server"], 0.0))
     answer_bytes: int = 0
     answer: dict[str, Any] | None = None  # the last structured answer over stdio
 
 
-async def timed_rounds(ways: dict[str, Callable[[str], Awaitable[Any]]], queries: list[str]) -> Timings:
+async def timed_rounds(
+    ways: dict[str, Callable[[str], Awaitable[Any]]], servers: dict[str, int], queries: list[str]
+) -> Timings:
     """Each query timed every way back to back, the order rotating from query to query, so that the
     machine's load drifts over all of them alike and the differences can be taken query by query;
     after a warm-up (the model loads, the store is read in, on every side) and once the stdio
-    server's start-up work is over. The server's CPU is counted over the "stdio" calls."""
+    servers' start-up work is over. ``servers``: the pid serving each stdio way, whose CPU is
+    counted over that way's calls."""
     for query in queries[:30]:
         for way in ways.values():
             await way(query)
-    server = server_pid()
-    await settled(server)
+    for pid in servers.values():
+        await settled(pid)
     timings = Timings()
     names = list(ways)
     for turn, query in enumerate(queries):
         for name in names[turn % len(names) :] + names[: turn % len(names)]:
-            started, cpu, server_cpu = time.perf_counter(), time.process_time(), cpu_seconds(server)
+            server = servers.get(name)
+            started, cpu = time.perf_counter(), time.process_time()
+            server_cpu = cpu_seconds(server) if server else 0.0
             await ways[name](query)
             timings.wall[name].append((time.perf_counter() - started) * 1000)
             timings.cpu[name] += time.process_time() - cpu
-            if name == "stdio":
-                timings.cpu["server"] += cpu_seconds(server) - server_cpu
+            if server:
+                timings.cpu[f"{name} server"] += cpu_seconds(server) - server_cpu
     return timings
 
 
@@ -146,7 +188,7 @@ async def floor(answer: dict[str, Any], queries: list[str], scratch: Path) -> Ti
         async def stdio(query: str) -> None:
             await client.call_tool("recall_memories", {"query": query, "limit": 10})
 
-        return await timed_rounds({"stdio": stdio}, queries)
+        return await timed_rounds({"stdio": stdio}, {"stdio": sdk_server_pid()}, queries)
 
 
 async def interleaved(
@@ -154,10 +196,11 @@ async def interleaved(
 ) -> Timings:
     """A profile's search timed three ways (see timed_rounds): the engine, its tool in process, over stdio."""
     env = {**os.environ, "MNEMO_HOME": str(home), "MNEMO_CONFIG_DIR": str(home / "config")}
-    parameters = StdioServerParameters(command=sys.executable, args=["-m", "mnemo", "serve", "--profile", profile],
-                                       env=env)  # fmt: skip
+    command = [sys.executable, "-m", "mnemo", "serve", "--profile", profile]
+    parameters = StdioServerParameters(command=command[0], args=command[1:], env=env)
     sizes: list[int] = []
     answers: list[dict[str, Any] | None] = []
+    wire_client = WireClient(command, env)
     async with Client(parameters) as client:
 
         async def stdio(query: str) -> None:
@@ -166,12 +209,19 @@ async def interleaved(
             sizes.append(sum(len(part.text) for part in result.content if isinstance(part, TextContent)))
             answers.append(result.structured_content)
 
+        async def wire(query: str) -> None:
+            wire_client.call_tool(*search_call(profile, query))
+
         async def in_process(query: str) -> None:
             engine(query)
 
-        timings = await timed_rounds({"engine": in_process, "tool": tool, "stdio": stdio}, queries)
+        wire_pid = wire_client.process.pid
+        servers = {"stdio": sdk_server_pid(others=[wire_pid]), "wire": wire_pid}
+        ways = {"engine": in_process, "tool": tool, "stdio": stdio, "wire": wire}
+        timings = await timed_rounds(ways, servers, queries)
         timings.answer_bytes, timings.answer = int(statistics.median(sizes)), answers[-1]
-        return timings
+    wire_client.close()
+    return timings
 
 
 def main() -> None:
@@ -190,10 +240,12 @@ def main() -> None:
         print(f"{args.memories} memories, {args.calls} queries, {os.cpu_count()} cores, "
               f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
         print(
-            "| profile | engine p50 | p95 | tool in process p50 | p95 | over stdio p50 | p95 "
-            "| stdio minus engine, p50 of pairs | CPU per call: engine | server | client | answer |"
+            "| profile | engine p50 | p95 | tool in process p50 | p95 | SDK client over stdio p50 | p95 "
+            "| minus engine, p50 of pairs | plain client over stdio p50 | p95 | minus engine, p50 of pairs "
+            "| CPU per call: engine | SDK client's server | SDK client | plain client's server | plain client "
+            "| answer |"
         )
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| --- |" + " ---: |" * 16)
         answers: dict[str, dict[str, Any] | None] = {}
         for profile, engine_call in ENGINE.items():
             server = build_server(settings, profile)
@@ -209,17 +261,21 @@ def main() -> None:
             server.close()
             answers[profile] = timings.answer
             wall = timings.wall
-            added = statistics.median(s - e for s, e in zip(wall["stdio"], wall["engine"], strict=True))
+            added = {
+                way: statistics.median(s - e for s, e in zip(wall[way], wall["engine"], strict=True))
+                for way in ("stdio", "wire")
+            }
             cpu = {way: f"{1000 * seconds / len(queries):.1f}" for way, seconds in timings.cpu.items()}
             print(f"| {profile} | {percentiles(wall['engine'])} | {percentiles(wall['tool'])} | "
-                  f"{percentiles(wall['stdio'])} | {added:+.2f} | {cpu['engine']} | {cpu['server']} | "
-                  f"{cpu['stdio']} | {timings.answer_bytes:,} B |")  # fmt: skip
+                  f"{percentiles(wall['stdio'])} | {added['stdio']:+.2f} | {percentiles(wall['wire'])} | "
+                  f"{added['wire']:+.2f} | {cpu['engine']} | {cpu['stdio server']} | {cpu['stdio']} | "
+                  f"{cpu['wire server']} | {cpu['wire']} | {timings.answer_bytes:,} B |")  # fmt: skip
         answer = answers["full"]
         assert answer is not None
         bare = asyncio.run(floor(answer, queries, Path(scratch)))
         cpu = {way: f"{1000 * seconds / len(queries):.1f}" for way, seconds in bare.cpu.items()}
-        print(f"| SDK floor: full's answer from a bare tool | | | | | {percentiles(bare.wall['stdio'])} | | | "
-              f"{cpu['server']} | {cpu['stdio']} | |")  # fmt: skip
+        print(f"| SDK floor: full's answer from a bare tool | | | | | {percentiles(bare.wall['stdio'])} | | | | "
+              f"| | {cpu['stdio server']} | {cpu['stdio']} | | | |")  # fmt: skip
         print(f"\nload at the end {os.getloadavg()[0]:.2f}")
         service.storage.close()
 
