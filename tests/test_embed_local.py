@@ -127,6 +127,28 @@ def test_batches_sorted_by_length_come_back_in_input_order(
     assert cosines(vectors, reference_vectors[order]).min() >= FP32_MIN_COSINE
 
 
+def test_a_bulk_input_runs_side_by_side_on_one_thread_each_to_the_same_vectors(
+    model_dir: Path, texts: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = LocalEmbedder(model_dir, threads=2, batch_size=4)  # many runs of mixed lengths
+    bulk = [texts[i % len(texts)] for i in range(local.BULK_FROM + 40)]
+    runs_by_thread: dict[str, int] = {}
+    run = local.OnnxSentenceModel._run
+
+    def counted(*args: Any) -> np.ndarray:
+        name = threading.current_thread().name
+        runs_by_thread[name] = runs_by_thread.get(name, 0) + 1
+        return run(*args)
+
+    monkeypatch.setattr(local.OnnxSentenceModel, "_run", staticmethod(counted))
+    together = embedder.embed_documents(bulk)
+    assert len(runs_by_thread) == 2 and all(n.startswith("mnemo-embed") for n in runs_by_thread), runs_by_thread
+    runs_by_thread.clear()
+    apart = np.concatenate([embedder.embed_documents(bulk[i : i + 60]) for i in range(0, len(bulk), 60)])
+    assert list(runs_by_thread) == [threading.current_thread().name]  # fewer texts: the caller's thread
+    assert np.abs(together - apart).max() < 1e-5
+
+
 def test_a_long_text_is_not_batched_with_texts_under_half_its_length() -> None:
     lengths = [3, 256, 5, 200, 4, 130, 6]
 
