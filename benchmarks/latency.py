@@ -39,7 +39,7 @@ import numpy as np
 
 from mnemo.app import open_service
 from mnemo.config import Settings
-from mnemo.embed.local import LocalEmbedder
+from mnemo.embed.local import BULK_FROM, LocalEmbedder
 from mnemo.model import Context, new_id
 from mnemo.query import Sort, SortField
 from mnemo.storage.sql_store import SQLStore
@@ -179,7 +179,10 @@ def load(home: Path, count: int, users: list[str], rng: random.Random, database_
     seconds = time.perf_counter() - started
     model = LocalEmbedder(model=Settings().model)  # MNEMO_MODEL's, as the service will use
     storage.reset_vectors(model.name)
-    pool = np.vstack([model.embed_documents(SENTENCES[i : i + 256]) for i in range(0, len(SENTENCES), 256)])
+    # Fewer than BULK_FROM texts at a time: a bulk session's memory, freed but not given back to
+    # the system, would stay in this process's resident size, which stands for a server's.
+    step = BULK_FROM - 1
+    pool = np.vstack([model.embed_documents(SENTENCES[i : i + step]) for i in range(0, len(SENTENCES), step)])
     generator = np.random.default_rng(7)
     ids = list(sentence_of)
     for start in range(0, len(ids), 5_000):
