@@ -208,6 +208,28 @@ def test_the_sign_bit_prefilter_of_a_large_index_finds_what_an_exact_scan_finds(
         assert found[0] == (row + 100, pytest.approx(1.0, abs=1e-5))
 
 
+def test_a_search_of_the_close_finds_what_a_scan_of_every_vector_finds_at_the_floor():
+    import numpy as np
+
+    from mnemo import vector_index
+
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(30, 384)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    # Members of a cluster lie at cosine ~0.75-0.98 from each other: around the floors asked below.
+    noise = rng.uniform(0.005, 0.03, size=(3_000, 1)).astype(np.float32)
+    vectors = centres[rng.integers(0, 30, 3_000)] + noise * rng.normal(size=(3_000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = vector_index.VectorIndex(384)
+    index._add(list(range(3_000)), vectors)
+    for floor in (0.95, 0.92, 0.85, 0.5):
+        for row in range(0, 3_000, 150):
+            scores = vectors @ vectors[row]
+            at_floor = [key for key in np.argsort(-scores)[:10] if scores[key] >= floor]
+            assert [key for key, _ in index.close(vectors[row], 10, floor)] == at_floor
+    assert vector_index.sign_radius(0.92, 384) < 384 // 3  # far from a scan of every row's floats
+
+
 class RecordingEmbedder(FakeEmbedder):
     """Remembers the queries it was asked to embed."""
 

@@ -129,6 +129,18 @@ def test_a_discarded_key_leaves_the_snapshot_s_answers(large: MemoryService):
     assert best not in index.vectors([best]) and best not in index.similarity(query, [best])
 
 
+def test_a_search_of_the_close_over_both_layers_keeps_the_search_s_hits_at_the_floor(large: MemoryService):
+    index = layered(large)
+    for i in (105, 106, 107):  # beyond the snapshot of 100: in the recent layer
+        large.store(fact(i) + " again", context=Context(user_id="user_1"))
+    index.refresh(large.searcher.storage)
+    for text in (fact(7), fact(105), "practises kayak with friend 3"):
+        query = FakeEmbedder().embed_query(text)
+        hits = index.search(query, 6)
+        floor = hits[3][1]  # some of the six above it, some below
+        assert index.close(query, 6, floor) == [hit for hit in hits if hit[1] >= floor]
+
+
 def test_a_filtered_search_over_the_snapshot_returns_the_true_top_k_among_the_matching(large: MemoryService):
     index = layered(large)
     storage = large.searcher.storage

@@ -419,9 +419,7 @@ class Searcher:
         if self.index is None:
             return None
         self.index.refresh(self.storage)
-        close = [
-            (key, cosine) for key, cosine in self.index.search(vector, NEAR_DUPLICATE_POOL) if cosine >= NEAR_DUPLICATE
-        ]
+        close = self.index.close(vector, NEAR_DUPLICATE_POOL, NEAR_DUPLICATE)
         if not close:
             return None
         filters = Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=False)

@@ -183,6 +183,18 @@ class LayeredIndex:
     def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
         return self.search(query, k, among=storage.keys_matching(filters))
 
+    def close(self, query: Vectors, k: int, floor: float) -> list[tuple[int, float]]:
+        """The k nearest at cosine ``floor`` or more: the recent layer's by their signs first
+        (VectorIndex.close), the snapshot's from its graph."""
+        snapshot, recent = self._snapshot, self._recent
+        found = recent.close(query, k, floor)
+        if snapshot is None:
+            return found
+        keys, scores = snapshot.nearest(query, k)
+        current = self._current_mask(recent, keys) & (scores >= floor)
+        merged = found + list(zip(keys[current].tolist(), scores[current].tolist(), strict=True))
+        return sorted(merged, key=lambda hit: -hit[1])[:k]
+
     @staticmethod
     def _nearest_among(
         snapshot: Snapshot, query: Vectors, k: int, among: npt.NDArray[np.int64]

@@ -104,6 +104,7 @@ class VectorSearch(Protocol):
     def refresh(self, storage: Storage) -> None: ...  # take in what other writers stored
     def discard(self, keys: Sequence[int]) -> None: ...  # these keys' vectors were dropped
     def search(self, query: Vectors, k: int) -> list[tuple[int, float]]: ...  # the k keys nearest the query, best first
+    def close(self, query: Vectors, k: int, floor: float) -> list[tuple[int, float]]: ...  # of those at cosine >= floor
     # the k nearest among the memories that pass the filters, their true top k (the store says which)
     def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]: ...
     def similarity(self, query: Vectors, keys: Sequence[int]) -> dict[int, float]: ...

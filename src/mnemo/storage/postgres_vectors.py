@@ -99,6 +99,9 @@ class PostgresVectorSearch:
             ).fetchall()
         return [(int(key), float(cosine)) for key, cosine in rows]
 
+    def close(self, query: Vectors, k: int, floor: float) -> list[tuple[int, float]]:
+        return [(key, cosine) for key, cosine in self.search(query, k) if cosine >= floor]
+
     def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
         """One statement: of the memories that pass, the SHORTLIST whose sign bits are closest to the
         query's are gathered into an array in the server and their vectors scored exactly. When the
