@@ -148,7 +148,7 @@ class VectorIndex:
         with self._lock:
             rows = np.flatnonzero(self._sign_distances(query) <= sign_radius(floor, self._bits.shape[0] * 64))
             scores = self._matrix[rows] @ query
-            passing = scores >= floor
+            passing = (scores >= floor) & (self._keys[rows] >= 0)  # a discarded row keeps no key
             rows, scores = rows[passing], scores[passing]
             best = np.argsort(-scores)[:k]
             return [(int(key), float(score)) for key, score in zip(self._keys[rows[best]], scores[best], strict=True)]

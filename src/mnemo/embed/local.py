@@ -57,7 +57,7 @@ TOKENS_PER_RUN = 1024
 # across them (benchmarks/import_speed.py, old and new alternately: short notes 475-486 ->
 # 517-518 memories/s, LoCoMo's turns 258-262 -> 282-289). Fewer texts (a query, a memory stored)
 # keep the first session, whose single run finishes sooner split across the cores (recall p50
-# 4.9 ms with two threads, 5.8 with one); the second session (~95 MB for MiniLM) is opened only
+# 4.9 ms with two threads, 5.8 with one); the second session (~130 MB for MiniLM) is opened only
 # for bulk input.
 BULK_FROM = 128
 NOT_INSTALLED = "embedding model not installed; run `mnemo setup`"
