@@ -20,9 +20,12 @@ from mcp import Client
 from conftest import START
 from mcp_calls import structured as call
 from mnemo import errors
+from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.embed.fake import FakeEmbedder
 from mnemo.model import MEMENTO_CATEGORIES, to_iso
+from mnemo.profiles import get_profile
 from mnemo.profiles.memento import MementoCategory, error_code
 from mnemo.server import ProfileServer, build_server
 from spec001 import SPEC_CODES, error
@@ -200,6 +203,24 @@ async def test_storing_the_same_fact_again_returns_the_memory_already_stored(cli
         k: v for k, v in first.items() if k != "already_stored"
     }
     assert len(await recent(client)) == 1
+
+
+async def test_a_fact_in_another_word_order_is_the_memory_already_stored_for_its_subject_only(
+    settings: Settings, clock: ManualClock
+):
+    # With vectors (the fake model gives words in any order one vector), so that the near-duplicate
+    # check, not the exact one, finds the stored fact and reads its subject from the store.
+    server = ProfileServer(get_profile("memento"), open_service(settings, clock=clock, embedder=FakeEmbedder()))
+    try:
+        async with Client(server, raise_exceptions=True) as client:
+            first = await store(client, "Emma has been lactose intolerant since 2019", subject="Emma")
+            rewrite = {"content": "Since 2019 Emma has been lactose intolerant", "category": "fact"}
+            again = await call(client, "store_memory", **rewrite, subject="emma")
+            assert again["already_stored"] is True and again["id"] == first
+            other = await call(client, "store_memory", **rewrite, subject="Liam")
+            assert other["already_stored"] is False and other["id"] != first
+    finally:
+        server.close()
 
 
 async def test_the_same_fact_about_another_subject_is_another_memory(client: Client):
