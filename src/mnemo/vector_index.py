@@ -146,7 +146,7 @@ class VectorIndex:
         scored: a near-duplicate check then reads 48 bytes of most rows, not 1,536 (at 20,000
         memories, the scan of every float was a third of a bulk import's storing thread)."""
         with self._lock:
-            rows = np.flatnonzero(self._sign_distances(query) <= sign_radius(floor, self._bits.shape[0] * 64))
+            rows = np.flatnonzero(self._sign_distances(query) <= sign_radius(floor, self.dimension))
             scores = self._matrix[rows] @ query
             passing = (scores >= floor) & (self._keys[rows] >= 0)  # a discarded row keeps no key
             rows, scores = rows[passing], scores[passing]

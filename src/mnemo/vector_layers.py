@@ -164,9 +164,7 @@ class LayeredIndex:
             return recent.search(query, k, among)
         if among is None:
             found = recent.search(query, k)
-            keys, scores = snapshot.nearest(query, k)
-            current = self._current_mask(recent, keys)
-            keys, scores = keys[current], scores[current]
+            keys, scores = self._graph_nearest(snapshot, recent, query, k)
         else:
             wanted = np.asarray(among, dtype=np.int64)
             in_recent = recent.held(wanted)  # their vector there is the current one
@@ -177,8 +175,7 @@ class LayeredIndex:
         if len(scores) > k:  # only the best k become Python objects
             best = np.argpartition(-scores, k - 1)[:k]
             keys, scores = keys[best], scores[best]
-        merged = found + list(zip(keys.tolist(), scores.tolist(), strict=True))
-        return sorted(merged, key=lambda hit: -hit[1])[:k]
+        return _merged(found, keys, scores, k)
 
     def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
         return self.search(query, k, among=storage.keys_matching(filters))
@@ -190,10 +187,17 @@ class LayeredIndex:
         found = recent.close(query, k, floor)
         if snapshot is None:
             return found
+        keys, scores = self._graph_nearest(snapshot, recent, query, k)
+        at_floor = scores >= floor
+        return _merged(found, keys[at_floor], scores[at_floor], k)
+
+    def _graph_nearest(
+        self, snapshot: Snapshot, recent: VectorIndex, query: Vectors, k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """The snapshot graph's k nearest whose snapshot vector is still current."""
         keys, scores = snapshot.nearest(query, k)
-        current = self._current_mask(recent, keys) & (scores >= floor)
-        merged = found + list(zip(keys[current].tolist(), scores[current].tolist(), strict=True))
-        return sorted(merged, key=lambda hit: -hit[1])[:k]
+        current = self._current_mask(recent, keys)
+        return keys[current], scores[current]
 
     @staticmethod
     def _nearest_among(
@@ -241,3 +245,11 @@ class LayeredIndex:
         if discarded:
             replaced |= np.isin(keys, np.fromiter(discarded, dtype=np.int64, count=len(discarded)))
         return ~replaced
+
+
+def _merged(
+    found: list[tuple[int, float]], keys: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], k: int
+) -> list[tuple[int, float]]:
+    """The recent layer's hits and the snapshot's, the best k of them."""
+    merged = found + list(zip(keys.tolist(), scores.tolist(), strict=True))
+    return sorted(merged, key=lambda hit: -hit[1])[:k]
