@@ -19,6 +19,7 @@ from mnemo.embed.fake import FakeEmbedder
 from mnemo.model import Context
 from mnemo.query import Filters
 from mnemo.service import MemoryService
+from mnemo.vector_index import sign_bits
 from mnemo.vector_layers import LayeredIndex
 
 THRESHOLD = 60
@@ -117,6 +118,7 @@ def test_a_snapshot_built_from_the_last_holds_exactly_the_store_s_current_vector
     held = {v.key: np.frombuffer(v.vector, dtype=np.float32) for v in storage.vectors_after(0, 10_000)}
     assert snapshot.keys.tolist() == sorted(held) == sorted(storage.vector_keys())
     assert np.array_equal(np.asarray(snapshot.vectors), np.stack([held[key] for key in sorted(held)]))
+    assert snapshot.signs is not None and np.array_equal(snapshot.signs, sign_bits(np.asarray(snapshot.vectors)))
     assert snapshot.meta.count == len(held)
 
 
@@ -151,6 +153,43 @@ def test_a_filtered_search_over_the_snapshot_returns_the_true_top_k_among_the_ma
     assert all(key in among for key, _ in found)
     hits = large.recall("practises sailing", user_id="user_3", limit=5).hits
     assert hits and {hit.memory.context.user_id for hit in hits} == {"user_3"}
+
+
+def test_a_search_among_many_of_the_snapshot_s_keys_scores_those_closest_by_sign(large: MemoryService):
+    # Dense vectors in clusters, as a model's are (the fake embedder's are mostly zeros, whose
+    # signs say little): a memory's cluster lies closest to it by sign as by cosine.
+    storage = large.searcher.storage
+    rng = np.random.default_rng(3)
+    centres = rng.normal(size=(10, 64)).astype(np.float32)
+    ids = [memory.id for memory in large.list(limit=100).memories]
+    vectors = centres[rng.integers(0, 10, len(ids))] + 0.3 * rng.normal(size=(len(ids), 64)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    storage.put_vectors([(memory_id, vector.tobytes()) for memory_id, vector in zip(ids, vectors, strict=True)])
+    index = layered(large)
+    index.refresh(storage)
+    index.settle()  # the snapshot the new vectors started
+    assert index.build(storage)
+    snapshot = index._snapshot
+    assert snapshot is not None and index.in_memory == 0
+    keys, rows = snapshot.rows(snapshot.keys)
+    for query in vectors[::10]:
+        kept, scores = snapshot.best_among(query, keys, rows, 30)
+        assert 30 <= len(kept) < len(keys)  # the 30 closest by sign (and ties), not all 100
+        assert sorted(scores.tolist(), reverse=True)[:5] == pytest.approx(exact_top(large, query, 5), abs=1e-5)
+        held = index.vectors(kept.tolist())
+        assert scores.tolist() == pytest.approx([float(held[key] @ query) for key in kept.tolist()], abs=1e-5)
+
+
+def test_a_snapshot_written_without_signs_scores_every_key_searched_among(large: MemoryService):
+    snapshot = layered(large)._snapshot
+    assert snapshot is not None
+    (snapshot.folder / "signs.npy").unlink()  # as a snapshot of an earlier mnemo
+    older = vector_graph.Snapshot(snapshot.folder, snapshot.meta)
+    keys, rows = older.rows(older.keys)
+    query = FakeEmbedder().embed_query("who practises chess")
+    kept, scores = older.best_among(query, keys, rows, 30)
+    assert kept.tolist() == keys.tolist()
+    assert sorted(scores.tolist(), reverse=True)[:5] == pytest.approx(exact_top(large, query, 5), abs=1e-5)
 
 
 def test_a_search_among_most_of_the_snapshot_asks_the_graph_and_keeps_to_the_keys(

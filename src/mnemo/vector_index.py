@@ -51,6 +51,13 @@ def sign_bits(vectors: Vectors) -> npt.NDArray[np.uint64]:
     return np.ascontiguousarray(packed).view(np.uint64)
 
 
+def closest_by_sign(distance: npt.NDArray[np.unsignedinteger], n: int) -> npt.NDArray[np.int64]:
+    """The positions of the n smallest sign distances, and of every one tied with the last."""
+    # Distances are small integers, so counting finds the cutoff: a third of argpartition's time.
+    cutoff = int(np.searchsorted(np.cumsum(np.bincount(distance)), n))
+    return np.flatnonzero(distance <= cutoff)
+
+
 class VectorIndex:
     def __init__(self, dimension: int, after: int = 0) -> None:
         """``after``: the vectors of seq up to this are held elsewhere (see vector_layers)."""
@@ -162,10 +169,7 @@ class VectorIndex:
 
     def _closest_by_sign(self, query: Vectors, n: int) -> npt.NDArray[np.int64]:
         """The n rows whose sign bits differ least from the query's, and every row tied with the last."""
-        distance = self._sign_distances(query)
-        # Distances are small integers, so counting finds the cutoff: a third of argpartition's time.
-        cutoff = int(np.searchsorted(np.cumsum(np.bincount(distance)), n))
-        return np.flatnonzero(distance <= cutoff)
+        return closest_by_sign(self._sign_distances(query), n)
 
     def vectors(self, keys: Sequence[int]) -> dict[int, Vectors]:
         """The vectors of these keys that have one."""

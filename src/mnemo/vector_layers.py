@@ -48,8 +48,13 @@ GRAPH_FROM = 100_000
 # (exact up to 20,000 vectors, by sign bits beyond: see vector_index).
 REBUILD_SHARE = 0.2
 # A filtered search among more keys of the snapshot than this asks the graph for enough
-# candidates to hold k of them; among fewer, it scans their rows: 20,000 rows of 1.5 KB take ~5 ms.
+# candidates to hold k of them; among fewer, it compares their sign bits and scores the closest.
 EXACT_AMONG_UP_TO = 20_000
+# Rows of a filtered search among the snapshot scored exactly, of those past twice as many: the ones
+# whose sign bits are closest to the query's (Snapshot.best_among). Among a user's ~10,000 of
+# 1,000,000 MiniLM vectors (100 queries), this kept the true top 10 every time and 0.9998 of the
+# top 50 (0.999 keeping 1,000), gathering 2 MB of vectors instead of 15 (4.3 ms to 1.1 here).
+EXACT_AMONG_KEEP = 2_000
 RETRY_AFTER_S = 600.0  # after a snapshot could not be written (a full disk?), before trying again
 
 
@@ -170,8 +175,10 @@ class LayeredIndex:
             in_recent = recent.held(wanted)  # their vector there is the current one
             found = recent.search(query, k, wanted[in_recent].tolist()) if in_recent.any() else []
             keys, rows = self._current(snapshot, recent, wanted[~in_recent])
-            nearest = self._nearest_among(snapshot, query, k, keys) if len(keys) > EXACT_AMONG_UP_TO else None
-            keys, scores = nearest if nearest is not None else (keys, snapshot.scores(query, rows))
+            if len(keys) > EXACT_AMONG_UP_TO and (nearest := self._nearest_among(snapshot, query, k, keys)) is not None:
+                keys, scores = nearest
+            else:
+                keys, scores = snapshot.best_among(query, keys, rows, max(EXACT_AMONG_KEEP, RERANK_FACTOR * k))
         if len(scores) > k:  # only the best k become Python objects
             best = np.argpartition(-scores, k - 1)[:k]
             keys, scores = keys[best], scores[best]
