@@ -10,6 +10,7 @@ locked".
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -367,6 +368,15 @@ class SQLiteStorage(SQLStore):
         with self._read() as db:
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM vectors").fetchone()
         return seq
+
+    def keys_matching(self, filters: Filters) -> list[int]:
+        # As one row, a JSON array: each row of a result is a step that lets go of the GIL and takes
+        # it back, beside a recall's word search; a user's ~10,000 keys of 1,000,000 memories took
+        # 3.3-3.8 ms a row each and 1.6 ms so.
+        where, params = sql.where(filters)
+        with self._read() as db:
+            (keys,) = db.execute(f"SELECT json_group_array(m.rowid) FROM memories m WHERE {where}", params).fetchone()
+        return list(json.loads(keys))
 
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
         where, params = sql.where(filters)
