@@ -35,6 +35,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
+import mnemo  # noqa: F401  # before numpy, so that numpy's OpenBLAS takes mnemo's one thread, as in a server
+
+# isort: split
 import numpy as np
 
 from mnemo.app import open_service
