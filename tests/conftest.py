@@ -89,14 +89,14 @@ def clock() -> ManualClock:
 def service(settings: Settings, clock: ManualClock) -> Iterator[MemoryService]:
     svc = open_service(settings, clock=clock)
     yield svc
-    svc.storage.close()
+    svc.close()
 
 
 @pytest.fixture
 def server(settings: Settings, clock: ManualClock) -> Iterator[ProfileServer]:
     srv = build_server(settings, "full", clock=clock)
     yield srv
-    srv.service.storage.close()
+    srv.close()
 
 
 @pytest.fixture

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,7 +51,7 @@ def large(settings: Settings, clock: ManualClock) -> Iterator[MemoryService]:
     index.settle()  # the one the stores started
     assert index.build(service.searcher.storage)  # and one of all 100, so each test starts alike
     yield service
-    service.storage.close()
+    service.close()
 
 
 def exact_top(service: MemoryService, query: np.ndarray, k: int, among: set[int] | None = None) -> list[float]:
@@ -192,6 +195,38 @@ def test_a_snapshot_written_without_signs_scores_every_key_searched_among(large:
     assert sorted(scores.tolist(), reverse=True)[:5] == pytest.approx(exact_top(large, query, 5), abs=1e-5)
 
 
+def test_closing_the_service_stops_a_snapshot_being_written_and_leaves_nothing_of_it(
+    large: MemoryService, monkeypatch: pytest.MonkeyPatch
+):
+    index = layered(large)
+    first = index.snapshot_seq
+    writing = threading.Event()
+    write_sorted = vector_graph._write_sorted
+
+    def held(*args: Any) -> None:  # holds the build between two batches until it is told to stop
+        writing.set()
+        check = args[-1]
+        for _ in range(1_000):
+            check()
+            time.sleep(0.01)
+        write_sorted(*args)
+
+    monkeypatch.setattr(vector_graph, "_write_sorted", held)
+    for i in range(100, 125):  # a fifth of the snapshot: the next refresh starts the next one
+        large.store(fact(i))
+    index.refresh(large.searcher.storage)
+    assert writing.wait(10)
+
+    large.close()  # while the storage's connections are still open, the build stops
+
+    assert index._builder is not None and not index._builder.is_alive()
+    folder = large.searcher.storage.index_folder()
+    assert folder is not None and [p.name for p in folder.iterdir() if p.name.startswith(".building")] == []
+    assert vector_graph.latest(folder, index.model, index.dimension)[1].seq == first  # type: ignore[index]
+    index.refresh(large.searcher.storage)
+    assert not index._builder.is_alive()  # none started after
+
+
 def test_a_search_among_most_of_the_snapshot_asks_the_graph_and_keeps_to_the_keys(
     large: MemoryService, monkeypatch: pytest.MonkeyPatch
 ):
@@ -220,7 +255,7 @@ def test_another_process_starts_from_the_snapshot_and_reads_only_the_newer_vecto
         assert index.in_memory == layered(large).in_memory
         assert other.recall("bees on a roof", limit=1).hits[0].memory.content.startswith("Zoe keeps bees")
     finally:
-        other.storage.close()
+        other.close()
 
 
 def test_the_next_snapshot_takes_in_the_recent_vectors_and_every_process_moves_to_it(
@@ -244,7 +279,7 @@ def test_the_next_snapshot_takes_in_the_recent_vectors_and_every_process_moves_t
         assert layered(other).snapshot_seq == second
         assert other.recall("Person 117 practises", limit=1).hits[0].memory.content == fact(117)
     finally:
-        other.storage.close()
+        other.close()
 
 
 def test_snapshots_of_another_model_unfinished_builds_and_damaged_ones_are_ignored(
@@ -272,7 +307,7 @@ def test_snapshots_of_another_model_unfinished_builds_and_damaged_ones_are_ignor
         assert index.snapshot_seq is not None
         assert not abandoned.exists()  # its process is gone: cleaned up by the next build
     finally:
-        service.storage.close()
+        service.close()
 
 
 BUILD_IN_ANOTHER_PROCESS = """
@@ -323,7 +358,7 @@ def test_restoring_a_backup_removes_the_snapshots_of_the_database_it_replaces(la
     layered(large).settle()  # the stores may have started one
     assert layered(large).build(storage)
     assert folder is not None and any(p.is_dir() for p in folder.iterdir())
-    storage.close()
+    large.close()
     restore_store(settings)
     assert not folder.exists()  # they held vectors the restored database does not have
     again = open_service(settings.model_copy(update={"vector_graph_from": THRESHOLD}), embedder=FakeEmbedder())
@@ -333,7 +368,7 @@ def test_restoring_a_backup_removes_the_snapshots_of_the_database_it_replaces(la
             hit.memory.content for hit in again.recall(fact(120), limit=5).hits
         ]
     finally:
-        again.storage.close()
+        again.close()
 
 
 SNAPSHOT_THEN_MODEL = """
@@ -383,4 +418,4 @@ def test_a_snapshot_that_cannot_be_written_is_not_tried_again_at_every_search(
         assert len(attempts) == 1  # then it waits RETRY_AFTER_S; recall still answers from memory
         assert service.recall(fact(3), limit=1).hits[0].memory.content == fact(3)
     finally:
-        service.storage.close()
+        service.close()

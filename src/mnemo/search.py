@@ -188,9 +188,12 @@ class Searcher:
         self._searching_lock = threading.Lock()
 
     def close(self) -> None:
-        """Stop the query-embedding and word-search threads (a call still running finishes)."""
+        """Stop the query-embedding and word-search threads and a vector snapshot being written,
+        waiting for those that read the store (a word search still running finishes): the store's
+        connections close next."""
         self._embedding.shutdown(wait=False, cancel_futures=True)
-        self._words.shutdown(wait=False, cancel_futures=True)
+        self._words.shutdown(wait=True, cancel_futures=True)
+        self._shut_down_index()
 
     @cached_property
     def index(self) -> VectorSearch | None:
@@ -209,7 +212,13 @@ class Searcher:
 
     def reload_index(self) -> None:
         """Read the index again from the store on next use (after writes it saw were rolled back)."""
+        self._shut_down_index()
         self.__dict__.pop("index", None)
+
+    def _shut_down_index(self) -> None:
+        index = self.__dict__.get("index")  # not made here if no search made it
+        if isinstance(index, LayeredIndex):
+            index.shutdown()
 
     def vectors_state(self) -> str | None:
         """None when vectors can be used, else why not (for warnings and health)."""

@@ -27,7 +27,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,7 +48,7 @@ MIN_CANDIDATES = 64
 CONNECTIVITY = 16  # usearch's default; links per node
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 64  # at 200,000 MiniLM-like vectors: 0.995 of the true top 10 among 40 candidates
-COPY_BATCH = 50_000  # rows copied or added to the graph at once
+COPY_BATCH = 10_000  # rows copied or added to the graph at once; a build checks between them whether to stop
 ROWS_BY_KEY_SPREAD = 4  # a key-to-row table up to 4 int32 per snapshot row (16 MB at 1,000,000)
 META = "meta.json"
 
@@ -74,6 +75,10 @@ def _graph_class() -> Any:
     from usearch.index import Index
 
     return Index
+
+
+class BuildStopped(Exception):
+    """A build was asked to stop (its process is closing the store) and left nothing behind."""
 
 
 class Snapshot:
@@ -168,14 +173,45 @@ def latest(folder: Path, model: str, dimension: int) -> tuple[Path, Meta] | None
     return best
 
 
-def build(folder: Path, storage: Storage, model: str, dimension: int, previous: Snapshot | None) -> Meta:
-    """Write the snapshot of every vector the store holds now, from ``previous`` and what came after it."""
+def build(
+    folder: Path,
+    storage: Storage,
+    model: str,
+    dimension: int,
+    previous: Snapshot | None,
+    stop: threading.Event | None = None,
+) -> Meta:
+    """Write the snapshot of every vector the store holds now, from ``previous`` and what came after it.
+
+    ``stop``: when set, the build ends at its next batch of rows with ``BuildStopped``; a build
+    that fails or stops removes its unfinished folder."""
     target = storage.last_vector_seq()
-    since = previous.seq if previous is not None else 0
-    live = np.fromiter(sorted(storage.vector_keys()), dtype=np.int64)
     work = folder / f".building-{os.getpid()}-{target}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    try:
+        return _build_in(work, folder, storage, model, dimension, previous, target, stop or threading.Event())
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _build_in(
+    work: Path,
+    folder: Path,
+    storage: Storage,
+    model: str,
+    dimension: int,
+    previous: Snapshot | None,
+    target: int,
+    stop: threading.Event,
+) -> Meta:
+    def check() -> None:
+        if stop.is_set():
+            raise BuildStopped(f"the vector index snapshot in {folder} was not finished: the store is closing")
+
+    since = previous.seq if previous is not None else 0
+    live = np.fromiter(sorted(storage.vector_keys()), dtype=np.int64)
     # The vectors stored after the previous snapshot, copied in batches into a mapped file; the
     # previous rows still current (neither re-embedded since nor gone) are read from the previous
     # snapshot only when the sorted file is written, so they are copied once.
@@ -184,6 +220,7 @@ def build(folder: Path, storage: Storage, model: str, dimension: int, previous: 
     count = 0
     seq = since
     while seq < target and (batch := storage.vectors_after(seq, COPY_BATCH)):
+        check()
         batch = [v for v in batch if v.seq <= target]
         if not batch:
             break
@@ -206,10 +243,11 @@ def build(folder: Path, storage: Storage, model: str, dimension: int, previous: 
             graph.remove(previous.keys[stale].astype(np.uint64))
         kept = np.flatnonzero(~stale)
     for start in range(0, count, COPY_BATCH):  # only the new rows join the graph
+        check()
         end = min(start + COPY_BATCH, count)
         graph.add(renewed[start:end].astype(np.uint64), np.asarray(fresh[start:end]))
     graph.save(str(work / "graph.usearch"))
-    _write_sorted(work, renewed, fresh, previous, kept)
+    _write_sorted(work, renewed, fresh, previous, kept, check)
     meta = Meta(seq=seq, model=model, dimension=dimension, count=count + len(kept))
     (work / META).write_text(json.dumps(asdict(meta)))
     for path in [*work.iterdir(), work]:
@@ -229,9 +267,11 @@ def _write_sorted(
     fresh: npt.NDArray[np.float32],
     previous: Snapshot | None,
     kept: npt.NDArray[np.int64],
+    check: Callable[[], None],
 ) -> None:
-    """keys.npy sorted, and vectors.npy and signs.npy in the same order, gathered in batches from the fresh rows
-    (``renewed``'s, in ``fresh``) and the previous snapshot's ``kept`` rows, read in their order."""
+    """keys.npy sorted, and vectors.npy and signs.npy in the same order, gathered in batches from the
+    fresh rows (``renewed``'s, in ``fresh``) and the previous snapshot's ``kept`` rows, read in their
+    order; ``check`` before each batch."""
     old_keys = previous.keys[kept] if previous is not None else np.zeros(0, dtype=np.int64)
     keys = np.concatenate([renewed, old_keys])
     order = np.argsort(keys, kind="stable")  # below len(renewed): a fresh row; from there, a kept one
@@ -239,6 +279,7 @@ def _write_sorted(
     out = np.lib.format.open_memmap(work / "vectors.npy", "w+", np.float32, (len(keys), fresh.shape[1]))
     signs = np.lib.format.open_memmap(work / "signs.npy", "w+", np.uint64, (len(keys), (fresh.shape[1] + 63) // 64))
     for start in range(0, len(keys), COPY_BATCH):
+        check()
         rows = order[start : start + COPY_BATCH]
         is_fresh = rows < len(renewed)
         block = np.empty((len(rows), fresh.shape[1]), dtype=np.float32)

@@ -78,6 +78,7 @@ class LayeredIndex:
         self._folder_mtime: int | None = None
         self._lock = threading.Lock()  # guards swapping the layers, and the choice to build
         self._builder: threading.Thread | None = None
+        self._stop = threading.Event()  # set by shutdown(): no snapshot is written after it
         self._retry_at = 0.0  # time.monotonic() before which no snapshot is attempted (after a failure)
 
     @property
@@ -97,6 +98,14 @@ class LayeredIndex:
         if builder is not None:
             builder.join(timeout)
 
+    def shutdown(self) -> None:
+        """Stop a snapshot being written by this process (at its next batch of rows) and wait for
+        it, and write none after: before the store's connections close, which must not happen
+        under a query (a segfault in SQLite's Python module)."""
+        with self._lock:  # a refresh starts a builder under it: then that one is the one waited for
+            self._stop.set()
+        self.settle()
+
     def refresh(self, storage: Storage) -> None:
         self._adopt_newer_snapshot(storage)
         self._recent.refresh(storage)
@@ -108,7 +117,7 @@ class LayeredIndex:
                 else max(1, int(REBUILD_SHARE * max(self.graph_from, snapshot.meta.count)))
             )
             idle = self._builder is None or not self._builder.is_alive()
-            if due and idle and time.monotonic() >= self._retry_at:
+            if due and idle and not self._stop.is_set() and time.monotonic() >= self._retry_at:
                 self._builder = threading.Thread(
                     target=self._build_quietly, args=(storage,), name="mnemo-vector-snapshot", daemon=True
                 )
@@ -123,7 +132,7 @@ class LayeredIndex:
             except BlockingIOError:
                 return False
             self._adopt_newer_snapshot(storage)  # one another process just wrote, if any
-            meta = vector_graph.build(self.folder, storage, self.model, self.dimension, self._snapshot)
+            meta = vector_graph.build(self.folder, storage, self.model, self.dimension, self._snapshot, self._stop)
             vector_graph.remove_older(self.folder, self.folder / str(meta.seq))
         self._adopt_newer_snapshot(storage)
         return True
@@ -131,6 +140,8 @@ class LayeredIndex:
     def _build_quietly(self, storage: Storage) -> None:
         try:
             self.build(storage)
+        except vector_graph.BuildStopped:
+            pass
         except Exception:  # the layers in use still answer; a refresh tries again later
             self._retry_at = time.monotonic() + RETRY_AFTER_S
             log.exception("could not write the vector index snapshot in %s", self.folder)
