@@ -4,6 +4,7 @@ vectors in memory (mnemo.vector_layers), on real files, with the deterministic f
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -225,6 +226,33 @@ def test_closing_the_service_stops_a_snapshot_being_written_and_leaves_nothing_o
     assert vector_graph.latest(folder, index.model, index.dimension)[1].seq == first  # type: ignore[index]
     index.refresh(large.searcher.storage)
     assert not index._builder.is_alive()  # none started after
+
+
+def test_a_snapshot_removed_as_it_is_opened_leaves_the_search_on_the_one_in_use(large: MemoryService):
+    index = layered(large)
+    storage = large.searcher.storage
+    first = index.snapshot_seq
+    assert first is not None
+    for i in range(100, 105):
+        large.store(fact(i))
+    folder = storage.index_folder()
+    assert folder is not None
+    # Another process wrote a newer snapshot and is removing this one: its meta.json is still
+    # there, its vectors already gone, when this process finds it.
+    vanishing = folder / str(storage.last_vector_seq())
+    shutil.copytree(folder / str(first), vanishing)
+    meta = json.loads((vanishing / vector_graph.META).read_text())
+    (vanishing / vector_graph.META).write_text(json.dumps({**meta, "seq": storage.last_vector_seq()}))
+    (vanishing / "vectors.npy").unlink()
+
+    assert large.recall(fact(102), limit=1).hits[0].memory.content == fact(102)
+    assert index.snapshot_seq == first
+
+    shutil.rmtree(vanishing)
+    index.settle()
+    assert index.build(storage)  # a whole newer one is taken up as before
+    assert large.recall(fact(103), limit=1).hits[0].memory.content == fact(103)
+    assert index.snapshot_seq == storage.last_vector_seq()
 
 
 def test_a_search_among_most_of_the_snapshot_asks_the_graph_and_keeps_to_the_keys(

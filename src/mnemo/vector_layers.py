@@ -161,7 +161,11 @@ class LayeredIndex:
         folder, meta = found
         if meta.seq > storage.last_vector_seq():  # the store was put back to an earlier state
             return
-        snapshot = Snapshot(folder, meta)
+        try:
+            snapshot = Snapshot(folder, meta)
+        except FileNotFoundError:  # being removed by the process that wrote a newer one: look again next time
+            self._folder_mtime = None
+            return
         recent = VectorIndex(self.dimension, after=meta.seq)
         recent.refresh(storage)
         with self._lock:
