@@ -228,7 +228,8 @@ def test_closing_the_service_stops_a_snapshot_being_written_and_leaves_nothing_o
     assert not index._builder.is_alive()  # none started after
 
 
-def test_a_snapshot_removed_as_it_is_opened_leaves_the_search_on_the_one_in_use(large: MemoryService):
+@pytest.mark.parametrize("gone", ["keys.npy", "vectors.npy", "graph.usearch"])
+def test_a_snapshot_removed_as_it_is_opened_leaves_the_search_on_the_one_in_use(large: MemoryService, gone: str):
     index = layered(large)
     storage = large.searcher.storage
     first = index.snapshot_seq
@@ -238,12 +239,12 @@ def test_a_snapshot_removed_as_it_is_opened_leaves_the_search_on_the_one_in_use(
     folder = storage.index_folder()
     assert folder is not None
     # Another process wrote a newer snapshot and is removing this one: its meta.json is still
-    # there, its vectors already gone, when this process finds it.
+    # there, some of its files already gone, when this process finds it.
     vanishing = folder / str(storage.last_vector_seq())
     shutil.copytree(folder / str(first), vanishing)
     meta = json.loads((vanishing / vector_graph.META).read_text())
     (vanishing / vector_graph.META).write_text(json.dumps({**meta, "seq": storage.last_vector_seq()}))
-    (vanishing / "vectors.npy").unlink()
+    (vanishing / gone).unlink()
 
     assert large.recall(fact(102), limit=1).hits[0].memory.content == fact(102)
     assert index.snapshot_seq == first

@@ -92,7 +92,10 @@ class Snapshot:
         self.vectors: npt.NDArray[np.float32] = np.load(folder / "vectors.npy", mmap_mode="r")
         signs = folder / "signs.npy"
         self.signs: npt.NDArray[np.uint64] | None = np.load(signs, mmap_mode="r") if signs.exists() else None
-        self._graph = _graph_class().restore(str(folder / "graph.usearch"), view=True)
+        graph = _graph_class().restore(str(folder / "graph.usearch"), view=True)
+        if graph is None:  # usearch's answer when the file is not there
+            raise FileNotFoundError(f"no graph in {folder}")
+        self._graph = graph
         self._graph.expansion_search = EXPANSION_SEARCH
 
     @property
