@@ -371,8 +371,8 @@ class SQLiteStorage(SQLStore):
 
     def keys_matching(self, filters: Filters) -> list[int]:
         # As one row, a JSON array: each row of a result is a step that lets go of the GIL and takes
-        # it back, beside a recall's word search; a user's ~10,000 keys of 1,000,000 memories took
-        # 3.3-3.8 ms a row each and 1.6 ms so.
+        # it back, beside a recall's word search. A user's ~10,000 keys of 1,000,000 memories took
+        # 3.3-3.8 ms read a row each, 1.6 ms as one array.
         where, params = sql.where(filters)
         with self._read() as db:
             (keys,) = db.execute(f"SELECT json_group_array(m.rowid) FROM memories m WHERE {where}", params).fetchone()
