@@ -230,6 +230,30 @@ def test_a_search_of_the_close_finds_what_a_scan_of_every_vector_finds_at_the_fl
     assert vector_index.sign_radius(0.92, 384) < 384 // 3  # far from a scan of every row's floats
 
 
+def test_a_search_of_the_close_among_thousands_alike_scores_only_the_closest_by_sign(monkeypatch):
+    import numpy as np
+
+    from mnemo import vector_index
+
+    rng = np.random.default_rng(8)
+    centres = rng.normal(size=(3, 384)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    # ~1,000 a cluster, all within the sign radius of each other: an import of templated notes.
+    noise = rng.uniform(0.005, 0.03, size=(3_000, 1)).astype(np.float32)
+    vectors = centres[rng.integers(0, 3, 3_000)] + noise * rng.normal(size=(3_000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = vector_index.VectorIndex(384)
+    index._add(list(range(3_000)), vectors)
+    scored: list[int] = []
+    closest = vector_index.closest_by_sign
+    monkeypatch.setattr(vector_index, "closest_by_sign", lambda d, n: scored.append(n) or closest(d, n))
+    for row in range(0, 3_000, 100):
+        scores = vectors @ vectors[row]
+        at_floor = [key for key in np.argsort(-scores)[:10] if scores[key] >= 0.92]
+        assert [key for key, _ in index.close(vectors[row], 10, 0.92)] == at_floor
+    assert scored == [vector_index.CLOSE_KEEP] * 30  # every query had too many rows to score all
+
+
 class RecordingEmbedder(FakeEmbedder):
     """Remembers the queries it was asked to embed."""
 
