@@ -21,8 +21,10 @@ import unicodedata
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
-_CONTRACTIONS = (
+# Each of these needs an apostrophe, and none writes one: a text without one skips them all.
+_APOSTROPHE_FORMS = (
     (r"\bcan['\u2019]t\b", "can not"),
     (r"\bwon['\u2019]t\b", "will not"),
     (r"\bshan['\u2019]t\b", "shall not"),
@@ -34,6 +36,8 @@ _CONTRACTIONS = (
     (r"['\u2019]d\b", " would"),
     (r"\b(it|that|there|here|what|who|he|she)['\u2019]s\b", r"\1 is"),
     (r"['\u2019]s?\b", ""),  # possessive: "Liam's" is about Liam
+)
+_PLAIN_FORMS = (
     (r"\bcannot\b", "can not"),
     (r"\bwould like\b", "want"),
     # Remarks about the conversation, not the fact: "(as mentioned before)".
@@ -200,7 +204,8 @@ _recent = _RecentTexts(characters=500_000, longest=4_000)
 def words_of(text: str) -> tuple[Word, ...]:
     """The words of a sentence, each with the kind of difference it would make to a fact."""
     text = unicodedata.normalize("NFKC", text)
-    for pattern, replacement in _CONTRACTIONS:
+    forms = _APOSTROPHE_FORMS + _PLAIN_FORMS if "'" in text or "\u2019" in text else _PLAIN_FORMS
+    for pattern, replacement in forms:
         text = re.sub(pattern, replacement, text, flags=re.IGNORECASE)
     return tuple(_classified(part) for match in _TOKEN.finditer(text) for part in _split_digits(match.group()))
 
@@ -215,6 +220,20 @@ def _split_digits(token: str) -> list[str]:
 
 
 def _classified(shown: str) -> Word:
+    return _classified_short(shown) if len(shown) <= _CACHED_UP_TO else _classify(shown)
+
+
+# Words recur from text to text (a near-duplicate check analyses up to 11 texts a memory); the
+# cache holds short ones only, so that it stays within a few megabytes whatever is stored.
+_CACHED_UP_TO = 24
+
+
+@lru_cache(maxsize=20_000)
+def _classified_short(shown: str) -> Word:
+    return _classify(shown)
+
+
+def _classify(shown: str) -> Word:
     key = shown.casefold()
     if key[0].isdigit():
         if ordinal := _ORDINAL.match(key):
