@@ -298,6 +298,11 @@ def _looks_like_name(shown: str) -> bool:
     return any(c.isupper() for c in shown)
 
 
+def _more_often(these: Counter[str], those: Counter[str]) -> set[str]:
+    """The words more frequent in ``these`` than in ``those`` (what ``these - those`` keeps, as a set)."""
+    return {key for key, count in these.items() if count > those.get(key, 0)}
+
+
 def difference(a: str, b: str) -> str | None:
     """The kind of word that makes ``a`` and ``b`` different facts, or None when nothing does.
 
@@ -306,8 +311,8 @@ def difference(a: str, b: str) -> str | None:
     """
     analysed_left, analysed_right = _recent.get(a), _recent.get(b)
     left, right = analysed_left.words, analysed_right.words
-    only_left = analysed_left.keys - analysed_right.keys
-    only_right = analysed_right.keys - analysed_left.keys
+    only_left = _more_often(analysed_left.keys, analysed_right.keys)
+    only_right = _more_often(analysed_right.keys, analysed_left.keys)
     for side, only in ((left, only_left), (right, only_right)):
         for word in side:
             if word.key in only and word.kind is not None:
