@@ -6,7 +6,9 @@ import hashlib
 import json
 import sqlite3
 import sys
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from mnemo.app import open_service
 from mnemo.cli import cli
 from mnemo.config import Settings
 from mnemo.server import build_server
-from mnemo.storage.sqlite import DB_FILENAME
+from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
 from mnemo.storage.sqlite_schema import MIGRATIONS
 
@@ -166,3 +168,27 @@ async def test_serve_on_a_store_from_a_newer_mnemo_starts_and_answers_each_call_
     assert result.is_error
     assert "newer than this mnemo understands" in result.content[0].text
     assert str(home) not in result.content[0].text
+
+
+def test_servers_started_together_make_one_daily_backup(settings: Settings):
+    from mnemo.server import DAILY_BACKUP_S
+
+    service = open_service(settings)
+    for n in range(300):
+        service.store(f"fact number {n}: " + "the quick brown fox jumps over the lazy dog " * 8)
+    service.storage.close()
+    starting = [open_service(settings).storage for _ in range(4)]
+    together = threading.Barrier(len(starting))
+
+    def start(storage: SQLiteStorage) -> str | None:
+        together.wait()
+        return storage.back_up("at-start", min_interval_s=DAILY_BACKUP_S)
+
+    try:
+        with ThreadPoolExecutor(len(starting)) as servers:
+            written = list(servers.map(start, starting))
+    finally:
+        for storage in starting:
+            storage.close()
+    assert sum(name is not None for name in written) == 1
+    assert len(backups(settings.store_folder())) == 1

@@ -479,15 +479,17 @@ class SQLiteStorage(SQLStore):
 
     def back_up(self, reason: str, min_interval_s: float = 0.0) -> str | None:
         """Copy the store, checked whole first, into its backups; the backup's file name, or None
-        when the newest backup is younger than ``min_interval_s``."""
-        newest = sqlite_files.backups(self.folder)[-1:]
-        if newest and min_interval_s and time.time() - newest[0].stat().st_mtime < min_interval_s:
-            return None
-        db = self._connection()
-        with self._translated():
-            (version,) = db.execute("PRAGMA user_version").fetchone()
-        self._raise_if_damaged(db, version, thorough=False)
-        return self._write_backup(db, reason).name
+        when the newest backup is younger than ``min_interval_s`` (one another process wrote
+        meanwhile included)."""
+        with sqlite_files.backups_locked(self.folder):
+            newest = sqlite_files.backups(self.folder)[-1:]
+            if newest and min_interval_s and time.time() - newest[0].stat().st_mtime < min_interval_s:
+                return None
+            db = self._connection()
+            with self._translated():
+                (version,) = db.execute("PRAGMA user_version").fetchone()
+            self._raise_if_damaged(db, version, thorough=False)
+            return self._write_backup(db, reason).name
 
     def _write_backup(self, db: sqlite3.Connection, reason: str) -> Path:
         with self._translated():

@@ -12,13 +12,14 @@ lacks a table or index its schema version has, is a damaged store: it is never w
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -107,6 +108,21 @@ def backups(folder: Path) -> list[Path]:
     if not directory.is_dir():
         return []
     return sorted(p for p in directory.glob("memory-*.db") if _BACKUP_NAME.fullmatch(p.name))
+
+
+@contextmanager
+def backups_locked(folder: Path) -> Iterator[None]:
+    """Held while one process decides on and writes a backup: servers started together then make
+    one daily copy, not one each (which would also push older backups out of the newest ten)."""
+    directory = backup_dir(folder)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = open(directory / ".lock", "a+b")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise StorageError(f"could not write a backup of the store: {reason_of(exc)}") from exc
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def write_backup(source: sqlite3.Connection, folder: Path, reason: str, now: datetime) -> Path:
