@@ -1,8 +1,10 @@
 """What the MCP server path adds to a search: the engine, the tool layer, and a real stdio round trip.
 
-    python benchmarks/mcp_latency.py [--memories 10000] [--calls 200]
+    python benchmarks/mcp_latency.py [--memories 10000] [--calls 200] [--store-dir DIR]
 
-Fills a store with N synthetic memories (local model), then times each query four ways, back to
+Fills a store with N synthetic memories (local model; with --store-dir, a store there that
+already holds memories is used as it is, such as the one ``latency.py --store-dir`` filled: a
+1,000,000-memory store takes too long to fill each run), then times each query four ways, back to
 back and in rotating order, for each profile's search tool: the engine's call in process
 (``MemoryService.recall`` / ``query``), the profile's tool in process (``ProfileServer.call_tool``:
 argument validation, the output model, its JSON), ``mcp.Client`` over stdio to ``mnemo serve``
@@ -40,7 +42,8 @@ from mcp.types import LATEST_PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY, TextCo
 from import_speed import sentences
 from mnemo.app import open_service
 from mnemo.config import Settings
-from mnemo.server import build_server
+from mnemo.query import Filters
+from mnemo.server import DAILY_BACKUP_S, build_server
 from mnemo.service import MemoryService
 from mnemo.transfer.formats import Record
 from mnemo.transfer.load import load
@@ -224,20 +227,28 @@ async def interleaved(
     return timings
 
 
+def stored(service: MemoryService) -> int:
+    return service.storage.count(Filters(now=service.clock.now()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--store-dir", help="use the store here if it holds memories, else fill it and keep it")
     args = parser.parse_args()
     rng = random.Random(3)
     queries = [" ".join(rng.sample(WORDS, 3)) for _ in range(args.calls)]
     with tempfile.TemporaryDirectory(prefix="mnemo-latency-") as scratch:
-        home = Path(scratch) / "home"
+        home = Path(args.store_dir) if args.store_dir else Path(scratch) / "home"
         settings = Settings(home=home, config_dir=home / "config")
         service = open_service(settings)
-        load(service, [Record(str(i), {"content": text}) for i, text in enumerate(sentences(args.memories))])
+        if not stored(service):
+            load(service, [Record(str(i), {"content": text}) for i, text in enumerate(sentences(args.memories))])
         service.warm_up()
-        print(f"{args.memories} memories, {args.calls} queries, {os.cpu_count()} cores, "
+        # The servers' daily copy of the store at start, made now: not while they are timed.
+        service.storage.back_up("at-start", min_interval_s=DAILY_BACKUP_S)
+        print(f"{stored(service):,} memories, {args.calls} queries, {os.cpu_count()} cores, "
               f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
         print(
             "| profile | engine p50 | p95 | tool in process p50 | p95 | SDK client over stdio p50 | p95 "
