@@ -83,6 +83,7 @@ class Dialect:
     contains: Callable[[str, bool], str]
     no_limit: int | None  # a LIMIT that keeps every row
     binary: str  # what makes ORDER BY of text byte-wise (code point order), as SQLite's default is
+    unindexed: str  # put before a column, keeps the planner from reaching rows through its indexes
 
 
 def _sqlite_contains(text: str, folded: bool) -> str:
@@ -90,7 +91,7 @@ def _sqlite_contains(text: str, folded: bool) -> str:
     return f"instr(mnemo_fold({text}), ?) > 0" if folded else f"instr({text}, ?) > 0"
 
 
-SQLITE = Dialect("?", to_iso, stored_time, _sqlite_contains, -1, "")
+SQLITE = Dialect("?", to_iso, stored_time, _sqlite_contains, -1, "", "+")
 
 
 def _maybe(read: Callable[[Any], datetime], value: Any) -> datetime | None:
@@ -211,7 +212,9 @@ def where(f: Filters, dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
         params.append(value)
 
     if f.statuses is not None:
-        among("m.status", [s.value for s in f.statuses])
+        # Given ids, look them up: SQLite, which keeps no statistics, walked a status's index in
+        # the sort order through most of 1,000,000 memories to find a search's 200 (145 ms, not 2).
+        among(f"{dialect.unindexed if f.ids is not None else ''}m.status", [s.value for s in f.statuses])
     if f.ids is not None:
         among("m.id", f.ids)
     if f.categories is not None:

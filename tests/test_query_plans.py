@@ -1,0 +1,43 @@
+"""How SQLite reaches the rows of a query: plans that stay fast at 1,000,000 memories.
+
+SQLite keeps no statistics on a store, so its planner goes by the shape of a query alone, and a
+plan found on a small store is the plan at any size.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from mnemo.clock import ManualClock
+from mnemo.model import Context
+from mnemo.query import Filters, Sort, SortField
+from mnemo.service import MemoryService
+from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
+
+
+@pytest.mark.parametrize("field", list(SortField))
+def test_a_sorted_page_of_given_ids_looks_them_up(tmp_path: Path, clock: ManualClock, field: SortField):
+    # A search's matches sorted by a field (spec 000's query_memories with sort_by): walking the
+    # status index in that order went through most of 1,000,000 memories to find 200 (145 ms).
+    storage = SQLiteStorage(tmp_path / "store")
+    statements: list[str] = []
+    try:
+        service = MemoryService(storage, clock)
+        stored = [
+            service.store(f"note {n} about the garden", importance=n / 10, context=Context(user_id="u1")).memory
+            for n in range(10)
+        ]
+        chosen = stored[2:8]
+        storage._connection().set_trace_callback(statements.append)  # SQL with its values in place
+        rows = storage.select(Filters(now=clock.now(), ids=tuple(m.id for m in chosen)), Sort(field, True), 4)
+    finally:
+        storage.close()
+    assert {m.id for m, _ in rows} <= {m.id for m in chosen} and len(rows) == 4
+    (select,) = [s for s in statements if s.startswith("SELECT") and "ORDER BY" in s]
+    with closing(sqlite3.connect(tmp_path / "store" / DB_FILENAME)) as db:
+        plan = [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {select}")]
+    assert plan[0].startswith("SEARCH m USING INDEX sqlite_autoindex_memories_1 (id=?)"), plan
