@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pytest
@@ -208,20 +209,28 @@ def test_the_sign_bit_prefilter_of_a_large_index_finds_what_an_exact_scan_finds(
         assert found[0] == (row + 100, pytest.approx(1.0, abs=1e-5))
 
 
+def _clustered(seed: int, clusters: int) -> tuple[Any, Any]:
+    """3,000 vectors around ``clusters`` centres, and their index. Members of a cluster lie at
+    cosine ~0.75-0.98 from each other: around the floors of a search of the close."""
+    from mnemo import vector_index
+
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(clusters, 384)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    noise = rng.uniform(0.005, 0.03, size=(3_000, 1)).astype(np.float32)
+    vectors = centres[rng.integers(0, clusters, 3_000)] + noise * rng.normal(size=(3_000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = vector_index.VectorIndex(384)
+    index._add(list(range(3_000)), vectors)
+    return vectors, index
+
+
 def test_a_search_of_the_close_finds_what_a_scan_of_every_vector_finds_at_the_floor():
     import numpy as np
 
     from mnemo import vector_index
 
-    rng = np.random.default_rng(5)
-    centres = rng.normal(size=(30, 384)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    # Members of a cluster lie at cosine ~0.75-0.98 from each other: around the floors asked below.
-    noise = rng.uniform(0.005, 0.03, size=(3_000, 1)).astype(np.float32)
-    vectors = centres[rng.integers(0, 30, 3_000)] + noise * rng.normal(size=(3_000, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    index = vector_index.VectorIndex(384)
-    index._add(list(range(3_000)), vectors)
+    vectors, index = _clustered(5, 30)
     for floor in (0.95, 0.92, 0.85, 0.5):
         for row in range(0, 3_000, 150):
             scores = vectors @ vectors[row]
@@ -235,15 +244,8 @@ def test_a_search_of_the_close_among_thousands_alike_scores_only_the_closest_by_
 
     from mnemo import vector_index
 
-    rng = np.random.default_rng(8)
-    centres = rng.normal(size=(3, 384)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     # ~1,000 a cluster, all within the sign radius of each other: an import of templated notes.
-    noise = rng.uniform(0.005, 0.03, size=(3_000, 1)).astype(np.float32)
-    vectors = centres[rng.integers(0, 3, 3_000)] + noise * rng.normal(size=(3_000, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    index = vector_index.VectorIndex(384)
-    index._add(list(range(3_000)), vectors)
+    vectors, index = _clustered(8, 3)
     scored: list[int] = []
     closest = vector_index.closest_by_sign
     monkeypatch.setattr(vector_index, "closest_by_sign", lambda d, n: scored.append(n) or closest(d, n))
