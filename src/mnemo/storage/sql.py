@@ -218,7 +218,8 @@ def where(f: Filters, dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
     if f.ids is not None:
         among("m.id", f.ids)
     if f.categories is not None:
-        among(CANONICAL_CATEGORY, f.categories)
+        # A named category is the label itself, which its index serves; only "custom" needs the CASE.
+        among(CANONICAL_CATEGORY if "custom" in f.categories else "m.category", f.categories)
     if f.labels is not None:
         among("m.category", f.labels)
     if f.agent_names is not None:

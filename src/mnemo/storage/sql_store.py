@@ -282,8 +282,9 @@ class SQLStore(ABC):
         if after is not None:
             where += self._q(f" AND (m.{column}, m.rowid) {'<' if sort.descending else '>'} (?, ?)")
             params += [after.value, after.key]
+        order = self._sort_key(column, filters, where, params, None if limit is None else offset + limit)
         rows = self._rows(
-            f"{sql.SELECT} WHERE {where} ORDER BY m.{column} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
+            f"{sql.SELECT} WHERE {where} ORDER BY {order} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
             [*params, self._dialect.no_limit if limit is None else limit, offset],
         )
         index = 1 + sql.COLUMN_NAMES.index(column)
@@ -293,6 +294,10 @@ class SQLStore(ABC):
             return Position(to_iso(value) if isinstance(value, datetime) else value, row[0])
 
         return [(sql.memory(row, self.name, self._dialect), position(row)) for row in rows]
+
+    def _sort_key(self, column: str, filters: Filters, where: str, params: list[Any], wanted: int | None) -> str:
+        """What a page is ordered by: the column (a backend may write it so that no index serves it)."""
+        return f"m.{column}"
 
     def count(self, filters: Filters) -> int:
         """How many memories pass the filters. By status and expiry alone (a list's total, a store's

@@ -36,6 +36,7 @@ from mnemo.storage import (
     sql,
     sqlite_files,
     sqlite_jobs,
+    sqlite_plans,
     sqlite_requests,
     sqlite_text,
 )
@@ -476,6 +477,10 @@ class SQLiteStorage(SQLStore):
         with self._read() as db:
             (version,) = db.execute("PRAGMA user_version").fetchone()
             return sqlite_files.problems(db, self.size_bytes(), self._expected(version), thorough=True)
+
+    def _sort_key(self, column: str, filters: Filters, where: str, params: list[Any], wanted: int | None) -> str:
+        with self._read() as db:
+            return sqlite_plans.sort_key(db, column, filters, where, params, wanted)
 
     def back_up(self, reason: str, min_interval_s: float = 0.0) -> str | None:
         """Copy the store, checked whole first, into its backups; the backup's file name, or None
