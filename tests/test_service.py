@@ -225,6 +225,19 @@ def test_spec_001_category_names_are_filed_under_spec_004_ones(service: MemorySe
     assert service.list(categories=["instruction"]).total == 1
 
 
+def test_each_category_lists_the_labels_filed_under_it(service: MemoryService):
+    from mnemo.model import CATEGORY_ALIASES, Category, canonical_category
+
+    labels = [c.value for c in Category if c is not Category.CUSTOM] + list(CATEGORY_ALIASES) + ["pattern"]
+    filed = {
+        service.store(f"note {n} about {label}", category=label).memory.id: canonical_category(label).value
+        for n, label in enumerate(labels)
+    }
+    for asked in [[c.value] for c in Category] + [["goal", "instruction"], ["custom", "fact"], ["nonsense"]]:
+        listed = {m.id for m in service.list(categories=asked, limit=None).memories}
+        assert listed == {memory_id for memory_id, category in filed.items() if category in asked}, asked
+
+
 def test_an_outdated_memory_keeps_why_and_is_no_longer_recalled(service: MemoryService):
     memory = service.store("Emma lives in Porto").memory
     result = service.update(memory.id, status=Status.OUTDATED, reason="moved to Lisbon")

@@ -57,6 +57,17 @@ CANONICAL_CATEGORY = "CASE WHEN m.category IN ({}) THEN m.category {} ELSE 'cust
     ", ".join(f"'{c.value}'" for c in Category),
     " ".join(f"WHEN m.category = '{label}' THEN '{c.value}'" for label, c in CATEGORY_ALIASES.items()),
 )
+
+
+def labels_filed_under(categories: Sequence[str]) -> list[str] | None:
+    """The stored labels that CANONICAL_CATEGORY files under these named categories (each itself
+    and its spec 001 aliases); None when "custom" or a name it never gives is among them."""
+    named = {c.value for c in Category} - {Category.CUSTOM.value}
+    if not set(categories) <= named:
+        return None
+    return [*categories, *(label for label, c in CATEGORY_ALIASES.items() if c.value in categories)]
+
+
 IMPORTANCE_BAND = (
     f"CASE WHEN m.importance >= {IMPORTANCE_HIGH_MIN} THEN 'high'"
     f" WHEN m.importance >= {IMPORTANCE_MEDIUM_MIN} THEN 'medium' ELSE 'low' END"
@@ -218,8 +229,10 @@ def where(f: Filters, dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
     if f.ids is not None:
         among("m.id", f.ids)
     if f.categories is not None:
-        # A named category is the label itself, which its index serves; only "custom" needs the CASE.
-        among(CANONICAL_CATEGORY if "custom" in f.categories else "m.category", f.categories)
+        if (labels := labels_filed_under(f.categories)) is not None:
+            among("m.category", labels)  # which the label's index serves, where the CASE is read row by row
+        else:
+            among(CANONICAL_CATEGORY, f.categories)
     if f.labels is not None:
         among("m.category", f.labels)
     if f.agent_names is not None:
