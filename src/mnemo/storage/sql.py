@@ -59,11 +59,13 @@ CANONICAL_CATEGORY = "CASE WHEN m.category IN ({}) THEN m.category {} ELSE 'cust
 )
 
 
+_NAMED_CATEGORIES = frozenset(c.value for c in Category if c is not Category.CUSTOM)
+
+
 def labels_filed_under(categories: Sequence[str]) -> list[str] | None:
     """The stored labels that CANONICAL_CATEGORY files under these named categories (each itself
     and its spec 001 aliases); None when "custom" or a name it never gives is among them."""
-    named = {c.value for c in Category} - {Category.CUSTOM.value}
-    if not set(categories) <= named:
+    if not set(categories) <= _NAMED_CATEGORIES:
         return None
     return [*categories, *(label for label, c in CATEGORY_ALIASES.items() if c.value in categories)]
 

@@ -16,9 +16,10 @@ import sqlite3
 from typing import Any
 
 from mnemo.query import Filters
+from mnemo.storage import sql
 
-# Filters whose column has an index of its own (sqlite_schema); a list of categories without
-# "custom" is the label column (sql.where).
+# Filters whose column has an index of its own (sqlite_schema); so has a list of categories that
+# sql.where writes as the labels filed under them.
 _INDEXED = ("labels", "types", "agent_names", "access_levels", "user_id", "conversation_id", "subject_key")
 
 
@@ -27,7 +28,7 @@ def sort_key(
 ) -> str:
     """``m.<column>``, or ``+m.<column>`` (which no index serves) when few memories pass the filters."""
     indexed = any(getattr(filters, name) is not None for name in _INDEXED) or (
-        filters.categories is not None and "custom" not in filters.categories
+        filters.categories is not None and sql.labels_filed_under(filters.categories) is not None
     )
     if not indexed or wanted is None:
         return f"m.{column}"
