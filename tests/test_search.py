@@ -108,6 +108,25 @@ def test_a_narrow_filter_returns_the_true_nearest_among_the_memories_it_keeps(hy
     assert found.hits[0].memory.content == "roses need pruning in march"
 
 
+def test_the_nearest_that_pass_the_filters_are_found_past_those_that_do_not(hybrid: MemoryService, clock: ManualClock):
+    # The window's first keys are checked first, the rest only when too few of them pass.
+    embedder, index = hybrid.embedder, hybrid.searcher.index
+    assert embedder is not None and index is not None
+    for i in range(40):
+        code = f"{i * 7919:x}{i * 104729:x}"
+        hybrid.store(f"gardening {code} about roses, tulips and {code[::-1]}")
+    vector = embedder.embed_query("rose pruning")
+    index.refresh(hybrid.storage)
+    nearest = [key for key, _ in index.search(vector, 40)]
+    ids = hybrid.storage.keys_passing(nearest, Filters(now=clock.now()))
+    gone = set(nearest[:10:2])  # half of the first ten: too few of the first checked pass
+    for key in gone:
+        hybrid.forget(ids[key])
+    found, passing = hybrid.searcher._nearest(vector, Filters(now=clock.now()), 8)
+    assert [key for key, _ in found] == [key for key in nearest if key not in gone][:8]
+    assert {key: passing[key] for key, _ in found} == {key: ids[key] for key, _ in found}
+
+
 def test_vectors_written_by_another_service_on_the_same_store_are_found(
     hybrid: MemoryService, settings: Settings, clock: ManualClock
 ):
