@@ -86,3 +86,36 @@ def test_a_sorted_page_of_many_matches_walks_the_sort_order(tmp_path: Path, cloc
     found, plan = _plan_of_page(tmp_path, clock, 3, labels=("instruction",))
     assert found == 20
     assert plan == ["SEARCH m USING INDEX memories_status_importance (status=?)"], plan
+
+
+@pytest.mark.parametrize(
+    ("filters", "index"),
+    [
+        ({"labels": ("goal",)}, "memories_category"),
+        ({"types": ("task",)}, "memories_type"),
+        ({"subject_key": "emma"}, "memories_subject"),
+        ({"access_levels": ("shared",)}, "memories_access_level"),
+        ({"conversation_id": "c1"}, "memories_conversation"),
+        ({"agent_names": ("scout",)}, "memories_agent"),
+        ({"user_id": "u1"}, "memories_user"),
+    ],
+)
+def test_a_list_s_total_counts_its_matches_from_their_index_alone(
+    tmp_path: Path, clock: ManualClock, filters: dict[str, object], index: str
+):
+    # Each match's expiry read from its row: 310,808 of one label at 1,000,000 memories took
+    # 220-240 ms to count; from the index, which holds it, 17-18 ms.
+    storage = SQLiteStorage(tmp_path / "store")
+    statements: list[str] = []
+    try:
+        service = MemoryService(storage, clock)
+        service.store("note about the garden", category="goal", type="task", subject="Emma", agent_name="scout",
+                      context=Context(user_id="u1", conversation_id="c1"), access_level="shared")  # fmt: skip
+        storage._connection().set_trace_callback(statements.append)
+        assert storage.count(Filters(now=clock.now(), visible_to=None, **filters)) == 1  # type: ignore[arg-type]
+    finally:
+        storage.close()
+    (counted,) = [s for s in statements if s.startswith("SELECT COUNT(*)")]
+    with closing(sqlite3.connect(tmp_path / "store" / DB_FILENAME)) as db:
+        plan = [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {counted}")]
+    assert len(plan) == 1 and plan[0].startswith(f"SEARCH m USING COVERING INDEX {index} "), plan

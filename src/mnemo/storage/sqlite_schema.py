@@ -394,6 +394,31 @@ def m010_memory_counts(db: sqlite3.Connection) -> None:
     )
 
 
+def m011_expiry_in_filter_indexes(db: sqlite3.Connection) -> None:
+    """The indexes of memories by category, type, subject, access level, conversation and agent also
+    hold expires_at, as the user's does (m004): a list's total counts its matches from the index
+    alone. At 1,000,000 memories the 310,808 of one label took 220-240 ms to count, each read from
+    the table for its expiry, and 17-18 ms from the index; the index took 0.8 s to build."""
+    _run(
+        db,
+        """
+        DROP INDEX memories_category;
+        CREATE INDEX memories_category ON memories(category, status, expires_at);
+        DROP INDEX memories_type;
+        CREATE INDEX memories_type ON memories(type, status, expires_at);
+        DROP INDEX memories_subject;
+        CREATE INDEX memories_subject ON memories(subject_key, status, expires_at);
+        DROP INDEX memories_access_level;
+        CREATE INDEX memories_access_level ON memories(access_level, status, expires_at);
+        DROP INDEX memories_conversation;
+        CREATE INDEX memories_conversation ON memories(conversation_id, status, created_at, expires_at);
+        DROP INDEX memories_agent;
+        CREATE INDEX memories_agent ON memories(agent_name, status, created_at, expires_at)
+            WHERE agent_name IS NOT NULL;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
@@ -405,4 +430,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m008_session_index,
     m009_word_index_knows_readers,
     m010_memory_counts,
+    m011_expiry_in_filter_indexes,
 ]
