@@ -299,13 +299,18 @@ class SQLStore(ABC):
         """What a page is ordered by: the column (a backend may write it so that no index serves it)."""
         return f"m.{column}"
 
+    def _count_where(self, filters: Filters) -> tuple[str, list[Any]]:
+        """The condition a count of the memories that pass the filters is written with (a backend may
+        write it for its planner)."""
+        return sql.where(filters, self._dialect)
+
     def count(self, filters: Filters) -> int:
         """How many memories pass the filters. By status and expiry alone (a list's total, a store's
         quota): the counts kept by status (``memory_counts``, kept by triggers) less the expired ones,
         which an index finds, where counting every memory took most of a list's time at 1,000,000."""
         # A viewer is no attribute to a search (it keeps most memories) but is one to a count.
         if filters.selects_by_attribute or filters.visible_to is not None:
-            where, params = sql.where(filters, self._dialect)
+            where, params = self._count_where(filters)
             return int(self._one(f"SELECT COUNT(*) FROM memories m WHERE {where}", params))
         by_status = replace(filters, include_expired=True)
         held, params = sql.where(by_status, self._dialect)

@@ -482,6 +482,11 @@ class SQLiteStorage(SQLStore):
         with self._read() as db:
             return sqlite_plans.sort_key(db, column, filters, where, params, wanted)
 
+    def _count_where(self, filters: Filters) -> tuple[str, list[Any]]:
+        with self._read() as db:
+            tagged = sqlite_plans.through_tags(db, filters)
+        return sql.where(tagged or filters, self._dialect, by_key=tagged is not None)
+
     def back_up(self, reason: str, min_interval_s: float = 0.0) -> str | None:
         """Copy the store, checked whole first, into its backups; the backup's file name, or None
         when the newest backup is younger than ``min_interval_s`` (one another process wrote
