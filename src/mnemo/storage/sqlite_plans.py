@@ -18,11 +18,19 @@ from dataclasses import replace
 from typing import Any
 
 from mnemo.query import Filters
-from mnemo.storage import sql
 
-# Filters whose column has an index of its own (sqlite_schema); so has a list of categories that
-# sql.where writes as the labels filed under them.
-_INDEXED = ("labels", "types", "agent_names", "access_levels", "user_id", "conversation_id", "subject_key")
+# Filters whose column has an index of its own (sqlite_schema): categories, as the labels filed
+# under them (memories_category) or as the category a label is filed under (memories_filed_under).
+_INDEXED = (
+    "labels",
+    "categories",
+    "types",
+    "agent_names",
+    "access_levels",
+    "user_id",
+    "conversation_id",
+    "subject_key",
+)
 
 
 # Reading a memory by its key costs about as much as this many entries of an index walked in order:
@@ -55,9 +63,7 @@ def sort_key(
     db: sqlite3.Connection, column: str, filters: Filters, where: str, params: list[Any], wanted: int | None
 ) -> str:
     """``m.<column>``, or ``+m.<column>`` (which no index serves) when few memories pass the filters."""
-    indexed = any(getattr(filters, name) is not None for name in _INDEXED) or (
-        filters.categories is not None and sql.labels_filed_under(filters.categories) is not None
-    )
+    indexed = any(getattr(filters, name) is not None for name in _INDEXED)
     if not indexed or wanted is None:
         return f"m.{column}"
     (held,) = db.execute("SELECT COALESCE(SUM(n), 0) FROM memory_counts").fetchone()
