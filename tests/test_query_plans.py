@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -154,7 +155,7 @@ def test_a_count_of_the_few_memories_with_a_tag_reads_them_through_the_tag_s_lis
 def test_a_count_of_the_many_memories_with_a_tag_walks_an_index(tmp_path: Path, clock: ManualClock):
     counted, _, plan = _plan_of_count(tmp_path, clock, tags_any=("common",))
     assert counted == 60
-    assert plan[0].startswith("SEARCH m USING COVERING INDEX memories_status_expires"), plan
+    assert plan[0].startswith("SEARCH m USING COVERING INDEX memories_status_") and plan[0].endswith("(status=?)"), plan
 
 
 def test_the_custom_category_is_found_from_the_index_of_what_each_label_is_filed_under(
@@ -183,3 +184,38 @@ def test_the_custom_category_is_found_from_the_index_of_what_each_label_is_filed
         for statement in (paged, total):
             plan = [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {statement}")]
             assert plan[0].startswith("SEARCH m USING INDEX memories_filed_under (<expr>=?"), plan
+
+
+_NEW_YEAR = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("filters", "searched"),
+    [
+        ({"importance_min": 0.7}, "memories_status_importance (status=? AND importance>?)"),
+        ({"created_from": _NEW_YEAR}, "memories_status_created (status=? AND created_at>?)"),
+        ({"accessed_before": _NEW_YEAR}, "memories_status_accessed (status=? AND accessed_at<?)"),
+        ({"updated_after": _NEW_YEAR}, "memories_status_updated (status=? AND updated_at>?)"),
+        # A band (spec 000's importance "high") is a CASE of importance, which the index holds too.
+        ({"importance_bands": ("high",)}, "memories_status_importance (status=?)"),
+    ],
+)
+def test_a_total_over_a_range_counts_from_the_range_s_index_alone(
+    tmp_path: Path, clock: ManualClock, filters: dict[str, object], searched: str
+):
+    # Each match read from the table for its expiry: a week's 27,575 of 1,000,000 memories took
+    # 57-83 ms to count, 1.5-2.1 from the index; the 300,526 of importance "high" 340-1,050 ms, 99-183.
+    storage = SQLiteStorage(tmp_path / "store")
+    statements: list[str] = []
+    try:
+        service = MemoryService(storage, clock)
+        for n in range(10):
+            service.store(f"note {n} about the garden", importance=n / 10)
+        storage._connection().set_trace_callback(statements.append)
+        storage.count(Filters(now=clock.now(), visible_to=None, **filters))  # type: ignore[arg-type]
+    finally:
+        storage.close()
+    (counted,) = [s for s in statements if s.startswith("SELECT COUNT(*)")]
+    with closing(sqlite3.connect(tmp_path / "store" / DB_FILENAME)) as db:
+        plan = [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {counted}")]
+    assert plan == [f"SEARCH m USING COVERING INDEX {searched}"], plan

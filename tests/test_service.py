@@ -238,6 +238,22 @@ def test_each_category_lists_the_labels_filed_under_it(service: MemoryService):
         assert listed == {memory_id for memory_id, category in filed.items() if category in asked}, asked
 
 
+def test_each_set_of_importance_bands_lists_the_memories_in_them(service: MemoryService):
+    from itertools import combinations
+
+    from mnemo.model import ImportanceBand, importance_band
+
+    banded = {
+        service.store(f"note {n} about the garden", importance=importance).memory.id: importance_band(importance).value
+        for n, importance in enumerate([0.0, 0.2, 0.39999, 0.4, 0.55, 0.69999, 0.7, 0.85, 1.0])
+    }
+    names = [b.value for b in ImportanceBand]
+    for asked in [list(c) for k in range(1, 4) for c in combinations(names, k)]:
+        listed = service.list(importance_bands=asked, limit=None)
+        assert {m.id for m in listed.memories} == {i for i, band in banded.items() if band in asked}, asked
+        assert listed.total == len(listed.memories)
+
+
 def test_an_outdated_memory_keeps_why_and_is_no_longer_recalled(service: MemoryService):
     memory = service.store("Emma lives in Porto").memory
     result = service.update(memory.id, status=Status.OUTDATED, reason="moved to Lisbon")

@@ -431,6 +431,27 @@ def m012_category_filed_under_index(db: sqlite3.Connection) -> None:
     _run(db, f"CREATE INDEX memories_filed_under ON memories(({filed_under}), status, expires_at);")
 
 
+def m013_expiry_in_range_indexes(db: sqlite3.Connection) -> None:
+    """The indexes of memories by status and creation, update, access or importance also hold
+    expires_at, after the rowid that orders a page's ties: a total over a range of one of them (a
+    week's memories) or of importance bands (spec 000's "high") counts from the index alone. At
+    1,000,000 memories, counting a week's 27,575 took 57-83 ms, 1.5-2.1 from the index; a page and
+    total of the 300,526 "high" ones, each read from the table, 318-1,048 ms, 81-183 ms."""
+    _run(
+        db,
+        """
+        DROP INDEX memories_status_created;
+        CREATE INDEX memories_status_created ON memories(status, created_at, rowid, expires_at);
+        DROP INDEX memories_status_updated;
+        CREATE INDEX memories_status_updated ON memories(status, updated_at, rowid, expires_at);
+        DROP INDEX memories_status_accessed;
+        CREATE INDEX memories_status_accessed ON memories(status, accessed_at, rowid, expires_at);
+        DROP INDEX memories_status_importance;
+        CREATE INDEX memories_status_importance ON memories(status, importance, rowid, expires_at);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
@@ -444,4 +465,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m010_memory_counts,
     m011_expiry_in_filter_indexes,
     m012_category_filed_under_index,
+    m013_expiry_in_range_indexes,
 ]
