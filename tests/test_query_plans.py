@@ -7,6 +7,7 @@ plan found on a small store is the plan at any size.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -106,30 +107,24 @@ def test_a_list_s_total_counts_its_matches_from_their_index_alone(
 ):
     # Each match's expiry read from its row: 310,808 of one label at 1,000,000 memories took
     # 220-240 ms to count; from the index, which holds it, 17-18 ms.
-    storage = SQLiteStorage(tmp_path / "store")
-    statements: list[str] = []
-    try:
-        service = MemoryService(storage, clock)
+    def fill(service: MemoryService) -> None:
         service.store("note about the garden", category="goal", type="task", subject="Emma", agent_name="scout",
                       context=Context(user_id="u1", conversation_id="c1"), access_level=AccessLevel.SHARED)  # fmt: skip
-        storage._connection().set_trace_callback(statements.append)
-        assert storage.count(Filters(now=clock.now(), visible_to=None, **filters)) == 1  # type: ignore[arg-type]
-    finally:
-        storage.close()
-    (counted,) = [s for s in statements if s.startswith("SELECT COUNT(*)")]
-    with closing(sqlite3.connect(tmp_path / "store" / DB_FILENAME)) as db:
-        plan = [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {counted}")]
+
+    counted, _, plan = _count_and_plan(tmp_path, clock, fill, filters)
+    assert counted == 1
     assert len(plan) == 1 and plan[0].startswith(f"SEARCH m USING COVERING INDEX {index} "), plan
 
 
-def _plan_of_count(tmp_path: Path, clock: ManualClock, **filters: object) -> tuple[int, str, list[str]]:
-    """How many of 60 memories pass, the count's SQL and its plan: 2 tagged "rare", all "common"."""
+def _count_and_plan(
+    tmp_path: Path, clock: ManualClock, fill: Callable[[MemoryService], None], filters: dict[str, object]
+) -> tuple[int, str, list[str]]:
+    """Fill a new store, then count the memories that pass the filters: the count, its SQL (with
+    its values in place) and SQLite's plan of it."""
     storage = SQLiteStorage(tmp_path / "store")
     statements: list[str] = []
     try:
-        service = MemoryService(storage, clock)
-        for n in range(60):
-            service.store(f"note {n} about the garden", tags=["common", "rare"] if n < 2 else ["common"])
+        fill(MemoryService(storage, clock))
         storage._connection().set_trace_callback(statements.append)
         counted = storage.count(Filters(now=clock.now(), visible_to=None, **filters))  # type: ignore[arg-type]
     finally:
@@ -139,13 +134,19 @@ def _plan_of_count(tmp_path: Path, clock: ManualClock, **filters: object) -> tup
         return counted, select, [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {select}")]
 
 
+def _tagged(service: MemoryService) -> None:
+    """60 memories: 2 tagged "rare", all "common"."""
+    for n in range(60):
+        service.store(f"note {n} about the garden", tags=["common", "rare"] if n < 2 else ["common"])
+
+
 @pytest.mark.parametrize("filters", [{"tags_any": ("rare",)}, {"tags_all": ("common", "rare")}])
 def test_a_count_of_the_few_memories_with_a_tag_reads_them_through_the_tag_s_list(
     tmp_path: Path, clock: ManualClock, filters: dict[str, object]
 ):
     # Walking the status index through 1,000,000 memories, each tested against the tag's list,
     # took 138-198 ms to count the 28,850 with a tag, 60 ms to count none; by their keys 48-146 and 0.
-    counted, select, plan = _plan_of_count(tmp_path, clock, **filters)
+    counted, select, plan = _count_and_plan(tmp_path, clock, _tagged, filters)
     assert counted == 2
     assert plan[0] == "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)", plan
     if "tags_all" in filters:  # the tag fewer memories have is read first
@@ -153,7 +154,7 @@ def test_a_count_of_the_few_memories_with_a_tag_reads_them_through_the_tag_s_lis
 
 
 def test_a_count_of_the_many_memories_with_a_tag_walks_an_index(tmp_path: Path, clock: ManualClock):
-    counted, _, plan = _plan_of_count(tmp_path, clock, tags_any=("common",))
+    counted, _, plan = _count_and_plan(tmp_path, clock, _tagged, {"tags_any": ("common",)})
     assert counted == 60
     assert plan[0].startswith("SEARCH m USING COVERING INDEX memories_status_") and plan[0].endswith("(status=?)"), plan
 
@@ -205,17 +206,9 @@ def test_a_total_over_a_range_counts_from_the_range_s_index_alone(
 ):
     # Each match read from the table for its expiry: a week's 27,575 of 1,000,000 memories took
     # 57-83 ms to count, 1.5-2.1 from the index; the 300,526 of importance "high" 340-1,050 ms, 99-183.
-    storage = SQLiteStorage(tmp_path / "store")
-    statements: list[str] = []
-    try:
-        service = MemoryService(storage, clock)
+    def fill(service: MemoryService) -> None:
         for n in range(10):
             service.store(f"note {n} about the garden", importance=n / 10)
-        storage._connection().set_trace_callback(statements.append)
-        storage.count(Filters(now=clock.now(), visible_to=None, **filters))  # type: ignore[arg-type]
-    finally:
-        storage.close()
-    (counted,) = [s for s in statements if s.startswith("SELECT COUNT(*)")]
-    with closing(sqlite3.connect(tmp_path / "store" / DB_FILENAME)) as db:
-        plan = [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {counted}")]
+
+    _, _, plan = _count_and_plan(tmp_path, clock, fill, filters)
     assert plan == [f"SEARCH m USING COVERING INDEX {searched}"], plan
