@@ -212,3 +212,49 @@ def test_a_total_over_a_range_counts_from_the_range_s_index_alone(
 
     _, _, plan = _count_and_plan(tmp_path, clock, fill, filters)
     assert plan == [f"SEARCH m USING COVERING INDEX {searched}"], plan
+
+
+@pytest.mark.parametrize(
+    ("filters", "searched"),
+    [
+        ({"user_id": "u1"}, "memories_user (user_id=? AND status=?)"),
+        ({"conversation_id": "c1"}, "memories_conversation (conversation_id=? AND status=?)"),
+        ({"agent_names": ("scout",)}, "memories_agent (agent_name=? AND status=?)"),
+    ],
+)
+def test_a_page_of_one_owner_s_newest_memories_reads_their_index_in_order(
+    tmp_path: Path, clock: ManualClock, filters: dict[str, object], searched: str
+):
+    # The status index by creation was the only one in the page's whole order (creation, rowid):
+    # walking it and testing each memory's user took 8.9 ms for 20 of 1,000,000; 0.08 ms from the user's.
+    storage = SQLiteStorage(tmp_path / "store")
+    statements: list[str] = []
+    try:
+        service = MemoryService(storage, clock)
+        for n in range(60):  # a third each the owner's: many enough that the page walks an order
+            one = n % 3 == 0
+            owners = Context(user_id="u1" if one else "u2", conversation_id="c1" if one else "c2")
+            service.store(f"note {n} about the garden", agent_name="scout" if one else "other", context=owners)
+        storage._connection().set_trace_callback(statements.append)
+        page = Filters(now=clock.now(), visible_to=None, **filters)  # type: ignore[arg-type]
+        rows = storage.select(page, Sort(SortField.CREATED_AT, True), 5)
+    finally:
+        storage.close()
+    assert len(rows) == 5
+    (paged,) = [s for s in statements if s.startswith("SELECT m.rowid") and "ORDER BY" in s]
+    with closing(sqlite3.connect(tmp_path / "store" / DB_FILENAME)) as db:
+        plan = [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {paged}")]
+    assert plan == [f"SEARCH m USING INDEX {searched}"], plan
+
+
+def test_a_count_of_one_user_s_memories_with_a_label_reads_the_label_s_index(tmp_path: Path, clock: ManualClock):
+    # Priced alike, the index created last is read: the label's (at 1,000,000 memories, a user's
+    # 9,959 read for a label none of them has took 71-93 ms; the label's 0.1-0.7 ms).
+    def fill(service: MemoryService) -> None:
+        for n in range(20):
+            service.store(f"note {n} about the garden", category="goal" if n < 2 else "instruction",
+                          context=Context(user_id="u1"))  # fmt: skip
+
+    counted, _, plan = _count_and_plan(tmp_path, clock, fill, {"user_id": "u1", "labels": ("skill",)})
+    assert counted == 0
+    assert plan == ["SEARCH m USING INDEX memories_category (category=? AND status=?)"], plan

@@ -452,6 +452,49 @@ def m013_expiry_in_range_indexes(db: sqlite3.Connection) -> None:
     )
 
 
+def m014_rowid_in_owner_indexes(db: sqlite3.Connection) -> None:
+    """The indexes of memories by user, conversation and agent order their entries by creation and
+    then rowid, as a page newest first is ordered (expires_at after them): SQLite walked the status
+    index by creation instead, testing each memory's user, as only that one gave the page's whole
+    order. At 1,000,000 memories a page of one user's 20 newest took 8.9 ms, 0.08 ms from the user's.
+
+    The indexes created after the user's by m011-m013 are created again after it, in the same
+    order: SQLite, which keeps no statistics, takes the newest of two indexes it prices alike (the
+    user's and a label's, for a list of one user's memories with one label), and that choice stays
+    as it was (one user and a label none has: 0.1-0.7 ms; with the user's index newest, 71-93)."""
+    filed_under = CANONICAL_CATEGORY.replace("m.category", "category")
+    _run(
+        db,
+        f"""
+        DROP INDEX memories_user;
+        CREATE INDEX memories_user ON memories(user_id, status, created_at, rowid, expires_at);
+        DROP INDEX memories_category;
+        CREATE INDEX memories_category ON memories(category, status, expires_at);
+        DROP INDEX memories_type;
+        CREATE INDEX memories_type ON memories(type, status, expires_at);
+        DROP INDEX memories_subject;
+        CREATE INDEX memories_subject ON memories(subject_key, status, expires_at);
+        DROP INDEX memories_access_level;
+        CREATE INDEX memories_access_level ON memories(access_level, status, expires_at);
+        DROP INDEX memories_conversation;
+        CREATE INDEX memories_conversation ON memories(conversation_id, status, created_at, rowid, expires_at);
+        DROP INDEX memories_agent;
+        CREATE INDEX memories_agent ON memories(agent_name, status, created_at, rowid, expires_at)
+            WHERE agent_name IS NOT NULL;
+        DROP INDEX memories_filed_under;
+        CREATE INDEX memories_filed_under ON memories(({filed_under}), status, expires_at);
+        DROP INDEX memories_status_created;
+        CREATE INDEX memories_status_created ON memories(status, created_at, rowid, expires_at);
+        DROP INDEX memories_status_updated;
+        CREATE INDEX memories_status_updated ON memories(status, updated_at, rowid, expires_at);
+        DROP INDEX memories_status_accessed;
+        CREATE INDEX memories_status_accessed ON memories(status, accessed_at, rowid, expires_at);
+        DROP INDEX memories_status_importance;
+        CREATE INDEX memories_status_importance ON memories(status, importance, rowid, expires_at);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
@@ -466,4 +509,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m011_expiry_in_filter_indexes,
     m012_category_filed_under_index,
     m013_expiry_in_range_indexes,
+    m014_rowid_in_owner_indexes,
 ]
