@@ -463,36 +463,23 @@ def m014_rowid_in_owner_indexes(db: sqlite3.Connection) -> None:
     user's and a label's, for a list of one user's memories with one label), and that choice stays
     as it was (one user and a label none has: 0.1-0.7 ms; with the user's index newest, 71-93)."""
     filed_under = CANONICAL_CATEGORY.replace("m.category", "category")
-    _run(
-        db,
-        f"""
-        DROP INDEX memories_user;
-        CREATE INDEX memories_user ON memories(user_id, status, created_at, rowid, expires_at);
-        DROP INDEX memories_category;
-        CREATE INDEX memories_category ON memories(category, status, expires_at);
-        DROP INDEX memories_type;
-        CREATE INDEX memories_type ON memories(type, status, expires_at);
-        DROP INDEX memories_subject;
-        CREATE INDEX memories_subject ON memories(subject_key, status, expires_at);
-        DROP INDEX memories_access_level;
-        CREATE INDEX memories_access_level ON memories(access_level, status, expires_at);
-        DROP INDEX memories_conversation;
-        CREATE INDEX memories_conversation ON memories(conversation_id, status, created_at, rowid, expires_at);
-        DROP INDEX memories_agent;
-        CREATE INDEX memories_agent ON memories(agent_name, status, created_at, rowid, expires_at)
-            WHERE agent_name IS NOT NULL;
-        DROP INDEX memories_filed_under;
-        CREATE INDEX memories_filed_under ON memories(({filed_under}), status, expires_at);
-        DROP INDEX memories_status_created;
-        CREATE INDEX memories_status_created ON memories(status, created_at, rowid, expires_at);
-        DROP INDEX memories_status_updated;
-        CREATE INDEX memories_status_updated ON memories(status, updated_at, rowid, expires_at);
-        DROP INDEX memories_status_accessed;
-        CREATE INDEX memories_status_accessed ON memories(status, accessed_at, rowid, expires_at);
-        DROP INDEX memories_status_importance;
-        CREATE INDEX memories_status_importance ON memories(status, importance, rowid, expires_at);
-        """,
-    )
+    created_again = [  # in the order they were created, the user's three with the rowid
+        ("memories_user", "(user_id, status, created_at, rowid, expires_at)"),
+        ("memories_category", "(category, status, expires_at)"),
+        ("memories_type", "(type, status, expires_at)"),
+        ("memories_subject", "(subject_key, status, expires_at)"),
+        ("memories_access_level", "(access_level, status, expires_at)"),
+        ("memories_conversation", "(conversation_id, status, created_at, rowid, expires_at)"),
+        ("memories_agent", "(agent_name, status, created_at, rowid, expires_at) WHERE agent_name IS NOT NULL"),
+        ("memories_filed_under", f"(({filed_under}), status, expires_at)"),
+        ("memories_status_created", "(status, created_at, rowid, expires_at)"),
+        ("memories_status_updated", "(status, updated_at, rowid, expires_at)"),
+        ("memories_status_accessed", "(status, accessed_at, rowid, expires_at)"),
+        ("memories_status_importance", "(status, importance, rowid, expires_at)"),
+    ]
+    for name, columns in created_again:
+        db.execute(f"DROP INDEX {name}")
+        db.execute(f"CREATE INDEX {name} ON memories{columns}")
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
