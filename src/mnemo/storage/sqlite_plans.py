@@ -39,14 +39,19 @@ _INDEXED = (
 KEY_READ_COST = 15
 
 
+def _held(db: sqlite3.Connection) -> int:
+    """The memories the store holds, every status (the counts triggers keep: no memory is read)."""
+    (held,) = db.execute("SELECT COALESCE(SUM(n), 0) FROM memory_counts").fetchone()
+    return int(held)
+
+
 def through_tags(db: sqlite3.Connection, filters: Filters) -> Filters | None:
     """The filters to count through the tags' list of memories (the tag most memories lack first),
     when that reads fewer of them than walking an index of every memory; else None."""
     tags = filters.tags_any or filters.tags_all
     if not tags:
         return None
-    (held,) = db.execute("SELECT COALESCE(SUM(n), 0) FROM memory_counts").fetchone()
-    enough = held // KEY_READ_COST  # tagged memories past which the walk reads less
+    enough = _held(db) // KEY_READ_COST  # tagged memories past which the walk reads less
     counts = {
         tag: db.execute(
             "SELECT count(*) FROM (SELECT 1 FROM memory_tags WHERE tag = ? LIMIT ?)", (tag, enough)
@@ -66,7 +71,7 @@ def sort_key(
     indexed = any(getattr(filters, name) is not None for name in _INDEXED)
     if not indexed or wanted is None:
         return f"m.{column}"
-    (held,) = db.execute("SELECT COALESCE(SUM(n), 0) FROM memory_counts").fetchone()
+    held = _held(db)
     # Walking the order reads about wanted * held / matches memories to find ``wanted``; reading
     # the matches from their index and sorting them reads ``matches``: equal at this many.
     even = math.isqrt(wanted * max(1, held)) + 1
