@@ -19,12 +19,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cached_property
 
-from mnemo import same_fact, superseded
+from mnemo import superseded, twins
 from mnemo.embed import Embedder, Vectors
 from mnemo.errors import EmbeddingError
 from mnemo.focus import possible_names, without_names
 from mnemo.lazy import numpy as np
-from mnemo.model import Status
 from mnemo.query import Filters
 from mnemo.roles import named_by_role, role_words
 from mnemo.storage import Storage, VectorSearch
@@ -34,12 +33,6 @@ from mnemo.when import stretch
 from mnemo.words import search_terms
 
 WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters per wanted result
-# Cosine from which two memories of one user may be the same memory in other words, when
-# same_fact.difference finds no word that tells them apart. Chosen on benchmarks/fact_pairs.py's dev
-# pairs (benchmarks/near_duplicates.py): distinct facts that no rule separates reach 0.906 (a window
-# or an aisle seat), light rewrites 0.970 at the median; at 0.92 98% of the rewrites are caught.
-NEAR_DUPLICATE = 0.92
-NEAR_DUPLICATE_POOL = 10  # nearest memories examined: templated facts crowd a rewrite's neighbours
 
 
 # The most a memory about none of the subjects a question names can be an answer: "User's blood
@@ -419,31 +412,11 @@ class Searcher:
         except Exception as exc:  # a model's own failure reaches callers as mnemo's error
             raise EmbeddingError(f"the query could not be embedded: {exc}") from exc
 
-    def near_duplicate(
-        self, vector: Vectors, content: str, user_id: str | None, subject_key: str | None, now: datetime
-    ) -> tuple[str, float] | None:
-        """An active or archived memory of the same user and subject that says the same, with its cosine.
-
-        The model barely sees the word that makes a new fact ("before August" and "before July"
-        score above 0.95), so a close memory counts only when same_fact finds no such word.
-        """
+    def near_duplicates(self, batch: Sequence[twins.NewText], now: datetime) -> list[twins.Twin | None]:
+        """For each new memory in order, the memory it repeats or None (see mnemo.twins)."""
         if self.index is None:
-            return None
-        self.index.refresh(self.storage)
-        close = self.index.close(vector, NEAR_DUPLICATE_POOL, NEAR_DUPLICATE)
-        if not close:
-            return None
-        filters = Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=False)
-        passing = self.storage.texts_passing([key for key, _ in close], filters)
-        for key, cosine in close:
-            twin = passing.get(key)
-            if (
-                twin is not None
-                and (twin.user_id, twin.subject_key) == (user_id, subject_key)
-                and same_fact.difference(twin.content, content) is None
-            ):
-                return twin.memory_id, cosine
-        return None
+            return [None] * len(batch)
+        return twins.find(self.index, self.storage, batch, now)
 
     def _nearest(self, vector: Vectors, filters: Filters, pool: int) -> tuple[list[tuple[int, float]], dict[int, str]]:
         """The pool nearest memories that pass the filters (the true top-k among the matching), and

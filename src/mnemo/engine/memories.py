@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from mnemo.model import (
     subject_key,
 )
 from mnemo.query import Filters
+from mnemo.twins import NewText
 
 # How often an update that met another writer is computed again from the memory as it now is. On
 # PostgreSQL a read and a write are several round trips apart, so four processes appending to one
@@ -37,6 +39,19 @@ from mnemo.query import Filters
 MAX_CONFLICT_RETRIES = 12
 CLOCK_SKEW = timedelta(minutes=5)  # how far ahead a client's clock may be when it dates a memory
 UPDATABLE_STATUSES = (Status.ACTIVE, Status.ARCHIVED, Status.OUTDATED)  # forgetting is forget()'s
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """A memory ``prepare_store`` checked, completed and embedded, not yet compared with the store."""
+
+    memory: Memory
+    change: Change
+    related: list[str]  # the memories it links to
+    extra_tags: list[str]  # the tags derived from its words
+    vectors: Vectors | None  # its vector as one row; None without one (then embed_error says why, if it failed)
+    embed_error: Exception | None
+    unique: bool  # a duplicate of a memory held is not stored (on_duplicate is not "allow")
 
 
 def _status_change(status: Status, reason: str | None) -> dict[str, Any]:
@@ -53,6 +68,25 @@ def _reason_text(reason: str, details: str | None) -> str:
 class MemoryOperations(EmbeddingOperations):
     # -- store -------------------------------------------------------------------------
     def store(
+        self, content: str, *, on_duplicate: Literal["raise", "return", "allow"] = "raise", **fields: Any
+    ) -> StoreResult:
+        """Save a new memory; its category, tags and importance are derived when not given. The
+        fields are ``prepare_store``'s.
+
+        ``memory_id`` keeps a given id (an import of mnemo's own export): one already held is a
+        duplicate of that memory. ``vector`` is the content's embedding when the caller embedded
+        many contents at once (bulk import); otherwise it is computed here.
+
+        The same content (or the same meaning, when vectors are on) already stored for the same
+        user and subject is a ``Duplicate``, or with ``on_duplicate="return"`` that memory is
+        returned (``StoreResult.existing``) and nothing is written; ``"allow"`` stores it again.
+        ``agent_name`` signs the memory and numbers it (spec 003's shared space). ``path`` puts it
+        at a free path (spec 002; checked by ``add_at``), or the store refuses it with ``Conflict``.
+        """
+        prepared = self.prepare_store(content, on_duplicate=on_duplicate, **fields)
+        return prepared if isinstance(prepared, StoreResult) else self.write_new(prepared, on_duplicate)
+
+    def prepare_store(
         self,
         content: str,
         *,
@@ -76,19 +110,10 @@ class MemoryOperations(EmbeddingOperations):
         reason: str | None = None,
         memory_id: str | None = None,
         vector: Vectors | None = None,
-    ) -> StoreResult:
-        """Save a new memory; its category, tags and importance are derived when not given.
-
-        ``memory_id`` keeps a given id (an import of mnemo's own export): one already held is a
-        duplicate of that memory. ``vector`` is the content's embedding when the caller embedded
-        many contents at once (bulk import); otherwise it is computed here.
-
-        The same content (or the same meaning, when vectors are on) already stored for the same
-        user and subject is a ``Duplicate``, or with ``on_duplicate="return"`` that memory is
-        returned (``StoreResult.existing``) and nothing is written; ``"allow"`` stores it again.
-        ``agent_name`` signs the memory and numbers it (spec 003's shared space). ``path`` puts it
-        at a free path (spec 002; checked by ``add_at``), or the store refuses it with ``Conflict``.
-        """
+    ) -> NewMemory | StoreResult:
+        """Everything ``store`` does before it compares the memory with the store and writes it: the
+        checks (an ``InvalidInput``, ``NotFound`` or ``Forbidden`` refuses it), the derived fields and
+        the vector. A ``memory_id`` already held gives that memory's ``StoreResult`` (or ``Duplicate``)."""
         now = self.clock.now()
         check_content(content)
         given_tags = normalise_tags(tuple(tags))
@@ -120,7 +145,7 @@ class MemoryOperations(EmbeddingOperations):
             if self.storage.get(memory_id) is not None:
                 if on_duplicate == "raise":
                     raise Duplicate(f"memory {memory_id} is already stored", existing_id=memory_id)
-                return StoreResult(self.get(memory_id), [], 0, embedded=False, existing=True)
+                return self.existing(memory_id)
         if self.max_memories is not None:
             held = self.storage.count(Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=True))
             if held >= self.max_memories:
@@ -162,30 +187,40 @@ class MemoryOperations(EmbeddingOperations):
             owner=context.user_id,
             expires_at=expires_at,
         )
-        unique = on_duplicate != "allow"
+        return NewMemory(
+            memory, self.change(memory, "create", actor, reason, at=now), related, extra_tags, vectors, embed_error,
+            unique=on_duplicate != "allow",
+        )  # fmt: skip
+
+    def write_new(self, new: NewMemory, on_duplicate: Literal["raise", "return", "allow"] = "raise") -> StoreResult:
+        """Store a prepared memory unless the store holds its content or meaning already (see ``store``)."""
         try:
-            if vector is not None and unique:
-                self._refuse_near_duplicate(memory, vector)
+            if new.vectors is not None and new.unique:
+                self._refuse_near_duplicate(new.memory, new.vectors[0])
             memory = self.storage.insert(
-                memory, self.change(memory, "create", actor, reason, at=now), related, unique_content=unique,
-                numbered=agent_name is not None,
+                new.memory, new.change, new.related, unique_content=new.unique,
+                numbered=new.memory.agent_name is not None,
             )  # fmt: skip
         except Duplicate as duplicate:
             if on_duplicate == "raise":
                 raise
-            return StoreResult(self.get(duplicate.existing_id), [], 0, embedded=False, existing=True)
-        embedded = self._save_vectors([memory], vectors, embed_error)
-        return StoreResult(memory, extra_tags, len(related), embedded)
+            return self.existing(duplicate.existing_id)
+        embedded = self._save_vectors([memory], new.vectors, new.embed_error)
+        return StoreResult(memory, new.extra_tags, len(new.related), embedded)
+
+    def existing(self, memory_id: str) -> StoreResult:
+        """What storing a duplicate of this memory gives when the caller asked for the memory held."""
+        return StoreResult(self.get(memory_id), [], 0, embedded=False, existing=True)
 
     def _refuse_near_duplicate(self, memory: Memory, vector: Vectors) -> None:
-        twin = self.searcher.near_duplicate(
-            vector, memory.content, memory.context.user_id, memory.subject_key, self.clock.now()
+        (twin,) = self.searcher.near_duplicates(
+            [NewText(vector, memory.content, memory.context.user_id, memory.subject_key)], self.clock.now()
         )
-        if twin is not None:
+        if twin is not None and twin.memory_id is not None:
             raise Duplicate(
-                f"a memory with the same meaning is already stored as {twin[0]} (similarity {twin[1]:.3f})",
-                existing_id=twin[0],
-                similarity=round(twin[1], 4),
+                f"a memory with the same meaning is already stored as {twin.memory_id} (similarity {twin.cosine:.3f})",
+                existing_id=twin.memory_id,
+                similarity=round(twin.cosine, 4),
             )
 
     def _require_existing(self, memory_ids: Sequence[str]) -> list[Memory]:

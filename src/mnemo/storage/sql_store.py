@@ -122,20 +122,41 @@ class SQLStore(ABC):
             self._write_change(db, change, memory)
         return memory
 
+    def insert_new(self, new: Sequence[tuple[Memory, Change]]) -> list[Memory | str]:
+        """Add new memories and their history in one transaction, as ``insert`` with ``unique_content``
+        would one after the other, but for the batch's own: each the memory stored, or the id of the
+        memory with its content, user and subject held already. ``Conflict`` (an id or a path held)
+        writes none of them."""
+        with self._write() as db:
+            held = [self._same_content(db, memory, change.at) for memory, change in new]
+            fresh = [(memory, change) for (memory, change), found in zip(new, held, strict=True) if found is None]
+            self._insert_rows(db, [memory for memory, _ in fresh])
+            self._many(db, self._q(f"INSERT INTO versions VALUES ({self._marks(11)})"),
+                       [sql.change_values(change, memory, self._dialect.time) for memory, change in fresh])  # fmt: skip
+        return [found or memory for (memory, _), found in zip(new, held, strict=True)]
+
     def insert_batch(self, memories: Sequence[Memory]) -> list[int]:
         """Add memories exactly as given, in one transaction and without history: a store's copy,
         a benchmark's fill. Their keys, in order. The engine's writes go through ``insert``."""
-        marks = self._marks(len(sql.COLUMN_NAMES))
-        keys = []
         with self._write() as db:
-            for memory in memories:
-                (rowid,) = db.execute(
-                    self._q(f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({marks}) RETURNING rowid"),
-                    sql.row_values(memory, self._dialect),
-                ).fetchone()
-                self._add_tags(db, rowid, memory.all_tags)
-                keys.append(rowid)
-        return keys
+            return self._insert_rows(db, memories)
+
+    def _insert_rows(self, db: Any, memories: Sequence[Memory]) -> list[int]:
+        """The memories' rows and tags, in one statement each; their keys, in order."""
+        if not memories:
+            return []
+        marks = self._marks(len(sql.COLUMN_NAMES))
+        try:
+            self._many(db, self._q(f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({marks})"),
+                       [sql.row_values(memory, self._dialect) for memory in memories])  # fmt: skip
+        except self._unique_violation as exc:
+            raise Conflict(f"one of {len(memories)} memories, or its path, already exists") from exc
+        ids = [memory.id for memory in memories]
+        key_of = dict(db.execute(self._q(f"SELECT id, rowid FROM memories WHERE id IN ({self._marks(len(ids))})"),
+                                 ids).fetchall())  # fmt: skip
+        self._many(db, self._q("INSERT INTO memory_tags VALUES (?, ?) ON CONFLICT DO NOTHING"),
+                   [(tag, key_of[memory.id]) for memory in memories for tag in memory.all_tags])  # fmt: skip
+        return [key_of[memory_id] for memory_id in ids]
 
     def _write_tags(self, db: Any, rowid: int, tags: Sequence[str]) -> None:
         """Replace a stored memory's tags."""

@@ -1,9 +1,9 @@
 """Import many memories at once: embedded in batches, each stored by the engine's own rules.
 
-Every record goes through ``MemoryService.store`` (the same validation, duplicate detection and
-access rules as any write), with its vector computed beforehand with the others of its batch: the
-model runs once per batch instead of once per memory, which is most of a store's time, and on a
-worker thread while the batch before is stored; each batch's writes are one transaction. A record
+Every record is stored by ``MemoryService.store_many`` (the same validation, duplicate detection
+and access rules as any write), with its vector computed beforehand with the others of its batch:
+the model runs once per batch instead of once per memory, which is most of a store's time, and on
+a worker thread while the batch before is stored; each batch's writes are one transaction. A record
 the engine refuses is counted with its reason and the import goes on; an exact or near duplicate
 (same content, or same meaning, for the same user and subject, or an id already held) is skipped,
 so running the same import twice adds nothing the second time.
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 from mnemo.embed import BULK_TEXTS
+from mnemo.engine.results import StoreResult
 from mnemo.errors import EmbeddingError, MnemoError
 from mnemo.lifecycle import jobs
 from mnemo.service import MemoryService
@@ -82,8 +83,7 @@ def _load(
             for bad in batch.unreadable:
                 summary.reject(bad.where, bad.reason)
             summary.duplicates += batch.held
-            with service.batched():  # one transaction a batch, not two a memory
-                _store(service, batch, summary, actor)
+            _store(service, batch, summary, actor)  # one transaction a batch
             done += batch.size
             progress(done)
 
@@ -108,23 +108,21 @@ def _prepared(service: MemoryService, batch: list[Record | Unreadable]) -> _Batc
 
 
 def _store(service: MemoryService, batch: _Batch, summary: ImportSummary, actor: str) -> None:
-    for index, record in enumerate(batch.records):
-        vector = None if batch.vectors is None else batch.vectors[index]
-        try:
-            stored = service.store(
-                **record.arguments, vector=vector, on_duplicate="return", actor=actor, reason="import"
-            )
-        except EmbeddingError:
-            summary.imported += 1  # stored; it is embedded later (embed_pending)
-        except MnemoError as refused:
-            summary.reject(record.where, refused.message)
-        except TypeError as wrong:  # a field of the wrong type in the file
-            summary.reject(record.where, f"malformed record: {wrong}")
-        else:
-            if stored.existing:
+    outcomes = service.store_many(
+        [record.arguments for record in batch.records], batch.vectors, actor=actor, reason="import"
+    )
+    for record, outcome in zip(batch.records, outcomes, strict=True):
+        if isinstance(outcome, StoreResult):
+            if outcome.existing:
                 summary.duplicates += 1
             else:
                 summary.imported += 1
+        elif isinstance(outcome, EmbeddingError):
+            summary.imported += 1  # stored; it is embedded later (embed_pending)
+        elif isinstance(outcome, MnemoError):
+            summary.reject(record.where, outcome.message)
+        else:  # a field of the wrong type in the file
+            summary.reject(record.where, f"malformed record: {outcome}")
 
 
 def _held_ids(service: MemoryService, records: list[Record]) -> set[str]:
