@@ -99,3 +99,17 @@ def test_an_id_taken_out_of_sight_refuses_that_memory_alone(settings: Settings, 
             assert service.get(stored.memory.id).content == "A note of u2's"
     finally:
         service.close()
+
+
+def test_without_vectors_given_the_batch_is_embedded_together_and_checked(settings: Settings, clock: ManualClock):
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    try:
+        calls = [{"content": "Ava is vegan"}, {"content": "Liam plays the cello"}, {"content": "vegan is Ava"}, {}]
+        first, second, rewrite, missing = service.store_many(calls)
+        assert isinstance(first, StoreResult) and first.embedded and not first.existing
+        assert isinstance(second, StoreResult) and second.embedded
+        assert isinstance(rewrite, StoreResult) and rewrite.existing and rewrite.memory.id == first.memory.id
+        assert isinstance(missing, TypeError)  # no content: the call is malformed, the rest stored
+        assert service.storage.unembedded(10) == []
+    finally:
+        service.close()

@@ -27,18 +27,21 @@ class BulkOperations(MemoryOperations):
     def store_many(
         self,
         calls: Sequence[Mapping[str, Any]],
-        vectors: Sequence[Vectors] | None = None,
+        vectors: Sequence[Vectors | None] | None = None,
         *,
         actor: str | None = None,
         reason: str | None = None,
     ) -> list[Outcome]:
         """Store each call's memory as ``store(**call, on_duplicate="return")`` would, in order, in
-        one transaction; ``vectors`` are the contents' embeddings, computed together beforehand.
+        one transaction; ``vectors`` are the contents' embeddings if the caller computed them
+        (``embed_many``: a bulk import does on another thread), else they are computed here, together.
 
         Each call's outcome: its ``StoreResult`` (``existing`` for a duplicate), or the error that
         refused it, a ``MnemoError`` or a ``TypeError`` (an argument of the wrong type); an
         ``EmbeddingError`` means stored, and embedded later.
         """
+        if vectors is None:
+            vectors = self.embed_many([call.get("content") for call in calls])
         outcomes: list[Outcome | None] = [None] * len(calls)
         run = _Run()
         with self.batched():

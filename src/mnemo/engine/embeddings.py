@@ -23,6 +23,21 @@ class EmbeddingOperations(ServiceBase):
         except Exception as exc:  # whatever the model does, the memory itself must still be saved
             return None, exc
 
+    def embed_many(self, contents: Sequence[object]) -> list[Vectors | None] | None:
+        """The contents' vectors computed together (the model's cost is mostly per call), None for
+        one that is not text; None when this store uses no vectors or the model failed: then each
+        store embeds its own, or records why not."""
+        if self.embedder is None or self.searcher.vectors_state() is not None:
+            return None
+        texts = [content for content in contents if isinstance(content, str) and content.strip()]
+        if not texts:
+            return None
+        try:
+            computed = iter(self.embedder.embed_documents(texts))
+        except Exception:  # the model's failure: each store tries again and says so
+            return None
+        return [next(computed) if isinstance(content, str) and content.strip() else None for content in contents]
+
     def _save_vectors(self, memories: Sequence[Memory], vectors: Vectors | None, error: Exception | None) -> bool:
         """Store vectors for memories already saved; False if this store does not use vectors.
 

@@ -18,7 +18,7 @@ from contextvars import copy_context
 from dataclasses import dataclass, field
 from itertools import islice
 
-from mnemo.embed import BULK_TEXTS
+from mnemo.embed import BULK_TEXTS, Vectors
 from mnemo.engine.results import StoreResult
 from mnemo.errors import EmbeddingError, MnemoError
 from mnemo.lifecycle import jobs
@@ -92,7 +92,7 @@ def _load(
 class _Batch:
     size: int  # the records read, 0 at the end of the input
     records: list[Record]  # to store, with their vectors if the model made them (else None)
-    vectors: list | None  # type: ignore[type-arg]
+    vectors: list[Vectors | None] | None
     held: int  # records whose id the store already holds (a re-import of an export)
     unreadable: list[Unreadable]
 
@@ -101,7 +101,7 @@ def _prepared(service: MemoryService, batch: list[Record | Unreadable]) -> _Batc
     readable = [r for r in batch if isinstance(r, Record)]
     held = _held_ids(service, readable)  # nothing to embed for these
     records = [r for r in readable if r.arguments.get("memory_id") not in held]
-    vectors = _embedded(service, [r.arguments.get("content") for r in records])
+    vectors = service.embed_many([r.arguments.get("content") for r in records])
     return _Batch(
         len(batch), records, vectors, len(readable) - len(records), [r for r in batch if isinstance(r, Unreadable)]
     )
@@ -128,16 +128,3 @@ def _store(service: MemoryService, batch: _Batch, summary: ImportSummary, actor:
 def _held_ids(service: MemoryService, records: list[Record]) -> set[str]:
     ids = [r.arguments["memory_id"] for r in records if isinstance(r.arguments.get("memory_id"), str)]
     return {m.id for m in service.storage.get_many(ids)} if ids else set()
-
-
-def _embedded(service: MemoryService, contents: list[object]) -> list | None:  # type: ignore[type-arg]
-    """The batch's vectors, or None (no model, a store of another model, a failing model, a content
-    that is not text): then each store embeds its own, or records why not."""
-    if service.embedder is None or service.searcher.vectors_state() is not None:
-        return None
-    if not contents or not all(isinstance(c, str) and c.strip() for c in contents):
-        return None
-    try:
-        return list(service.embedder.embed_documents([str(c) for c in contents]))
-    except Exception:  # the model's failure: store() will try again per record and say so
-        return None
