@@ -40,7 +40,7 @@ class BulkOperations(MemoryOperations):
         refused it, a ``MnemoError`` or a ``TypeError`` (an argument of the wrong type); an
         ``EmbeddingError`` means stored, and embedded later.
         """
-        if vectors is None:
+        if vectors is None or self.searcher.vectors_state() is not None:  # not this store's model's
             vectors = self.embed_many([call.get("content") for call in calls])
         outcomes: list[Outcome | None] = [None] * len(calls)
         run = _Run()

@@ -74,8 +74,8 @@ class MemoryOperations(EmbeddingOperations):
         fields are ``prepare_store``'s.
 
         ``memory_id`` keeps a given id (an import of mnemo's own export): one already held is a
-        duplicate of that memory. ``vector`` is the content's embedding when the caller embedded
-        many contents at once (bulk import); otherwise it is computed here.
+        duplicate of that memory. ``vector`` is the content's embedding by ``embed_many``, when the
+        caller embedded many contents at once (bulk import); otherwise it is computed here.
 
         The same content (or the same meaning, when vectors are on) already stored for the same
         user and subject is a ``Duplicate``, or with ``on_duplicate="return"`` that memory is
@@ -155,7 +155,9 @@ class MemoryOperations(EmbeddingOperations):
                 )
 
         vectors: Vectors | None
-        if vector is not None and self.embedder is not None and self.searcher.vectors_state() is None:
+        # A vector given was computed for the store's model by embed_many, which checked once for
+        # the batch that the store's vectors are that model's (a query a memory, otherwise).
+        if vector is not None and self.embedder is not None and vector.shape == (self.embedder.dimension,):
             vectors, embed_error = vector[None, :], None
         else:
             vectors, embed_error = self._try_embed([content])
