@@ -54,7 +54,7 @@ def find(index: VectorSearch, storage: Storage, batch: Sequence[NewText], now: d
     if not batch:
         return []
     index.refresh(storage)
-    close = [index.close(new.vector, NEAR_DUPLICATE_POOL, NEAR_DUPLICATE) for new in batch]
+    close = index.close_many([new.vector for new in batch], NEAR_DUPLICATE_POOL, NEAR_DUPLICATE)
     filters = Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=False)
     stored = storage.texts_passing(sorted({key for found in close for key, _ in found}), filters)
     matrix = np.stack([new.vector for new in batch])

@@ -202,6 +202,9 @@ class LayeredIndex:
     def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
         return self.search(query, k, among=storage.keys_matching(filters))
 
+    def close_many(self, queries: Sequence[Vectors], k: int, floor: float) -> list[list[tuple[int, float]]]:
+        return [self.close(query, k, floor) for query in queries]
+
     def close(self, query: Vectors, k: int, floor: float) -> list[tuple[int, float]]:
         """The k nearest at cosine ``floor`` or more: the recent layer's by their signs first
         (VectorIndex.close), the snapshot's from its graph."""

@@ -100,7 +100,26 @@ class PostgresVectorSearch:
         return [(int(key), float(cosine)) for key, cosine in rows]
 
     def close(self, query: Vectors, k: int, floor: float) -> list[tuple[int, float]]:
-        return [(key, cosine) for key, cosine in self.search(query, k) if cosine >= floor]
+        return self.close_many([query], k, floor)[0]
+
+    def close_many(self, queries: Sequence[Vectors], k: int, floor: float) -> list[list[tuple[int, float]]]:
+        """``close`` for each query, in one statement (a bulk import's batch): the server walks the
+        HNSW index once a query, without a round trip each."""
+        found: list[list[tuple[int, float]]] = [[] for _ in queries]
+        if not queries or k <= 0:
+            return found
+        with self._connect() as db:
+            db.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(k, MAX_EF_SEARCH))}")
+            rows = db.execute(
+                "SELECT q.i, n.memory_rowid, n.cosine FROM unnest(%s::vector[]) WITH ORDINALITY AS q(v, i)"
+                " CROSS JOIN LATERAL (SELECT memory_rowid, 1 - (embedding <=> q.v) AS cosine FROM vectors"
+                "  ORDER BY embedding <=> q.v LIMIT %s) n"
+                " WHERE n.cosine >= %s ORDER BY q.i, n.cosine DESC",
+                ([Vector(query) for query in queries], k, floor),
+            ).fetchall()
+        for position, key, cosine in rows:
+            found[position - 1].append((int(key), float(cosine)))
+        return found
 
     def search_passing(self, query: Vectors, k: int, filters: Filters, storage: Storage) -> list[tuple[int, float]]:
         """One statement: of the memories that pass, the SHORTLIST whose sign bits are closest to the
