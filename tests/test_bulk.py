@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,9 +12,10 @@ from mnemo.caller import Caller, acting_as
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
+from mnemo.engine.memories import NewMemory
 from mnemo.engine.results import StoreResult
 from mnemo.errors import Conflict, MnemoError
-from mnemo.model import Context
+from mnemo.model import Context, Memory
 from mnemo.service import MemoryService
 
 HELD = "The boiler was serviced in March"
@@ -111,5 +113,25 @@ def test_without_vectors_given_the_batch_is_embedded_together_and_checked(settin
         assert isinstance(rewrite, StoreResult) and rewrite.existing and rewrite.memory.id == first.memory.id
         assert isinstance(missing, TypeError)  # no content: the call is malformed, the rest stored
         assert service.storage.unembedded(10) == []
+    finally:
+        service.close()
+
+
+@pytest.mark.every_backend
+def test_a_batch_written_at_once_finds_the_same_content_held_for_that_user_and_subject(
+    settings: Settings, clock: ManualClock
+):
+    service = open_service(settings, clock=clock, embedder=None)  # no vectors: the store's own check decides
+    try:
+        held = service.store("Ava is vegan").memory
+        service.store("Liam is away this week", expires_at=clock.now() + timedelta(hours=1))
+        clock.advance(hours=2)  # that one has expired: the same words again are a new memory
+        contents = [("Ava is vegan", None), ("Ava is vegan", "u2"), ("Liam is away this week", None), ("Mia", None)]
+        new = [service.prepare_store(content, context=Context(user_id=user)) for content, user in contents]
+        assert all(isinstance(n, NewMemory) for n in new)
+        written = service.storage.insert_new([(n.memory, n.change) for n in new])  # type: ignore[union-attr]
+        assert written[0] == held.id
+        assert [isinstance(w, Memory) for w in written[1:]] == [True, True, True]
+        assert len(service.list(limit=None).memories) == 4  # Ava's for two users, Liam's again, Mia
     finally:
         service.close()

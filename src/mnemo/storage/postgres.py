@@ -214,18 +214,24 @@ class PostgresStorage(SQLStore):
         return self._tx()
 
     # -- single memories (the rest in SQLStore) ---------------------------------------------
-    def _same_content(self, db: psycopg.Connection, memory: Memory, at: datetime) -> str | None:
+    def _same_contents(self, db: psycopg.Connection, new: Sequence[tuple[Memory, datetime]]) -> list[str | None]:
         # READ COMMITTED would let two inserts of the same content both find none: the second waits
-        # on a lock named by the content until the first commits, then finds it.
-        key = "\x1f".join(map(str, (self.schema, memory.signature, memory.context.user_id, memory.subject_key)))
-        db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
-        row = db.execute(
-            "SELECT id FROM memories WHERE signature = %s AND user_id IS NOT DISTINCT FROM %s"
-            " AND subject_key IS NOT DISTINCT FROM %s AND status IN ('active', 'archived')"
-            " AND (expires_at IS NULL OR expires_at > %s) ORDER BY created_at LIMIT 1",
-            (memory.signature, memory.context.user_id, memory.subject_key, at),
-        ).fetchone()
-        return None if row is None else str(row[0])
+        # on a lock named by the content until the first commits, then finds it. The locks are taken
+        # in one order (sorted), so two processes importing the same contents cannot deadlock.
+        def same(memory: Memory) -> tuple[str, str | None, str | None]:
+            return memory.signature, memory.context.user_id, memory.subject_key
+
+        keys = sorted({"\x1f".join(map(str, (self.schema, *same(memory)))) for memory, _ in new})
+        db.execute("SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest(%s::text[]) AS k", (keys,))
+        held: dict[tuple[str, str | None, str | None], list[tuple[str, datetime | None]]] = {}
+        for memory_id, signature, user_id, subject, expires_at in db.execute(
+            "SELECT id, signature, user_id, subject_key, expires_at FROM memories WHERE signature = ANY(%s)"
+            " AND status IN ('active', 'archived') ORDER BY created_at",
+            ([memory.signature for memory, _ in new],),
+        ):
+            held.setdefault((signature, user_id, subject), []).append((str(memory_id), expires_at))
+        return [next((found for found, until in held.get(same(memory), []) if until is None or until > at), None)
+                for memory, at in new]  # fmt: skip
 
     def _next_entry_number(self, db: psycopg.Connection) -> int:
         """One row of settings, updated in the inserting transaction: its lock orders every process's writers."""

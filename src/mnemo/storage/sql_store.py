@@ -2,7 +2,7 @@
 
 A backend subclasses ``SQLStore`` and supplies its transactions (``_read``, ``_write``: a
 DB-API connection inside a transaction, its errors mapped onto mnemo's), its ``Dialect``, the
-driver's unique-violation error, and the few hooks where the databases differ (``_same_content``,
+driver's unique-violation error, and the few hooks where the databases differ (``_same_contents``,
 ``_next_entry_number``). Queries here mark parameters with ``?``; ``_q`` turns them into the
 backend's marks. No driver is imported here.
 """
@@ -41,9 +41,10 @@ class SQLStore(ABC):
     def _write(self) -> AbstractContextManager[Any]: ...
 
     @abstractmethod
-    def _same_content(self, db: Any, memory: Memory, at: datetime) -> str | None:
-        """The id of a memory with the same content, user and subject, inside the insert's transaction,
-        such that a concurrent insert of the same content waits for this one."""
+    def _same_contents(self, db: Any, new: Sequence[tuple[Memory, datetime]]) -> list[str | None]:
+        """For each new memory, the id of one held with the same content, user and subject, active
+        or archived and unexpired at the time given; inside the insert's transaction, such that a
+        concurrent insert of the same content waits for this one."""
 
     @abstractmethod
     def _next_entry_number(self, db: Any) -> int:
@@ -102,7 +103,7 @@ class SQLStore(ABC):
         given in this transaction: unique across processes, never reused after deletes)."""
         with self._write() as db:
             if unique_content:
-                existing = self._same_content(db, memory, change.at)
+                (existing,) = self._same_contents(db, [(memory, change.at)])
                 if existing is not None:
                     raise Duplicate(f"the same content is already stored as memory {existing}", existing_id=existing)
             if numbered:
@@ -128,7 +129,7 @@ class SQLStore(ABC):
         memory with its content, user and subject held already. ``Conflict`` (an id or a path held)
         writes none of them."""
         with self._write() as db:
-            held = [self._same_content(db, memory, change.at) for memory, change in new]
+            held = self._same_contents(db, [(memory, change.at) for memory, change in new])
             fresh = [(memory, change) for (memory, change), found in zip(new, held, strict=True) if found is None]
             self._insert_rows(db, [memory for memory, _ in fresh])
             self._many(db, self._q(f"INSERT INTO versions VALUES ({self._marks(11)})"),

@@ -248,18 +248,21 @@ class SQLiteStorage(SQLStore):
         self._local = threading.local()
 
     # -- single memories (the rest in SQLStore) ---------------------------------------------
-    def _same_content(self, db: sqlite3.Connection, memory: Memory, at: datetime) -> str | None:
+    def _same_contents(self, db: sqlite3.Connection, new: Sequence[tuple[Memory, datetime]]) -> list[str | None]:
         # Checked inside the write transaction (BEGIN IMMEDIATE), so two processes cannot both store it.
         # The index is named: without statistics SQLite may pick another one that matches more of
         # the conditions (subject and status) and scan a whole store of unnamed subjects.
-        row = db.execute(
-            "SELECT id FROM memories INDEXED BY memories_signature"
-            " WHERE signature = ? AND user_id IS ? AND subject_key IS ?"
-            " AND status IN ('active', 'archived') AND (expires_at IS NULL OR expires_at > ?)"
-            " ORDER BY created_at LIMIT 1",
-            (memory.signature, memory.context.user_id, memory.subject_key, to_iso(at)),
-        ).fetchone()
-        return None if row is None else str(row[0])
+        rows = (
+            db.execute(
+                "SELECT id FROM memories INDEXED BY memories_signature"
+                " WHERE signature = ? AND user_id IS ? AND subject_key IS ?"
+                " AND status IN ('active', 'archived') AND (expires_at IS NULL OR expires_at > ?)"
+                " ORDER BY created_at LIMIT 1",
+                (memory.signature, memory.context.user_id, memory.subject_key, to_iso(at)),
+            ).fetchone()
+            for memory, at in new
+        )
+        return [None if row is None else str(row[0]) for row in rows]
 
     def _next_entry_number(self, db: sqlite3.Connection) -> int:
         """Counted in the settings table: unique across processes, never reused after deletes."""
