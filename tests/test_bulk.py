@@ -12,6 +12,7 @@ from mnemo.caller import Caller, acting_as
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
+from mnemo.engine import bulk
 from mnemo.engine.memories import NewMemory
 from mnemo.engine.results import StoreResult
 from mnemo.errors import Conflict, MnemoError
@@ -133,5 +134,26 @@ def test_a_batch_written_at_once_finds_the_same_content_held_for_that_user_and_s
         assert written[0] == held.id
         assert [isinstance(w, Memory) for w in written[1:]] == [True, True, True]
         assert len(service.list(limit=None).memories) == 4  # Ava's for two users, Liam's again, Mia
+    finally:
+        service.close()
+
+
+def test_a_long_batch_is_written_in_runs_and_a_rewrite_in_the_next_run_is_still_found(
+    settings: Settings, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(bulk, "MAX_RUN", 3)
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    try:
+        notes = [f"Note {word}: the shed key is in the blue drawer" for word in ("one", "two", "three", "four")]
+        rewrite = "the shed key is in the blue drawer, note two"  # of the first run's second
+        checked: list[int] = []  # the size of each run checked
+        check = service.searcher.near_duplicates
+        monkeypatch.setattr(
+            service.searcher, "near_duplicates", lambda run, now: checked.append(len(run)) or check(run, now)
+        )
+        outcomes = service.store_many([{"content": content} for content in [*notes, rewrite]])
+        assert checked == [3, 2]
+        assert [o.existing for o in outcomes] == [False, False, False, False, True]  # type: ignore[union-attr]
+        assert outcomes[4].memory.id == outcomes[1].memory.id  # type: ignore[union-attr]
     finally:
         service.close()

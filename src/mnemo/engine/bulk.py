@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from mnemo.embed import Vectors
+from mnemo.embed import BULK_TEXTS, Vectors
 from mnemo.engine.memories import MemoryOperations, NewMemory
 from mnemo.engine.results import StoreResult
 from mnemo.errors import Conflict, MnemoError
@@ -21,6 +21,9 @@ from mnemo.model import subject_key
 from mnemo.twins import NewText
 
 Outcome = StoreResult | Exception
+# Plain memories checked and written together at most: the check compares a run's vectors with each
+# other (a square of them), and a statement names each of its memories.
+MAX_RUN = BULK_TEXTS
 
 
 class BulkOperations(MemoryOperations):
@@ -61,6 +64,9 @@ class BulkOperations(MemoryOperations):
                     outcomes[position] = new
                 elif self._plain(new):
                     run.add(position, new)
+                    if len(run.entries) == MAX_RUN:
+                        self._write_run(run, outcomes)
+                        run = _Run()
                 else:
                     self._write_run(run, outcomes)
                     run = _Run()
