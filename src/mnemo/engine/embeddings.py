@@ -29,14 +29,14 @@ class EmbeddingOperations(ServiceBase):
         store embeds its own, or records why not."""
         if self.embedder is None or self.searcher.vectors_state() is not None:
             return None
-        texts = [content for content in contents if isinstance(content, str) and content.strip()]
+        texts = {i: content for i, content in enumerate(contents) if isinstance(content, str) and content.strip()}
         if not texts:
             return None
         try:
-            computed = iter(self.embedder.embed_documents(texts))
+            computed = iter(self.embedder.embed_documents(list(texts.values())))
         except Exception:  # the model's failure: each store tries again and says so
             return None
-        return [next(computed) if isinstance(content, str) and content.strip() else None for content in contents]
+        return [next(computed) if i in texts else None for i in range(len(contents))]
 
     def _save_vectors(self, memories: Sequence[Memory], vectors: Vectors | None, error: Exception | None) -> bool:
         """Store vectors for memories already saved; False if this store does not use vectors.

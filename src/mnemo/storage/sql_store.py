@@ -132,8 +132,7 @@ class SQLStore(ABC):
             held = self._same_contents(db, [(memory, change.at) for memory, change in new])
             fresh = [(memory, change) for (memory, change), found in zip(new, held, strict=True) if found is None]
             self._insert_rows(db, [memory for memory, _ in fresh])
-            self._many(db, self._q(f"INSERT INTO versions VALUES ({self._marks(11)})"),
-                       [sql.change_values(change, memory, self._dialect.time) for memory, change in fresh])  # fmt: skip
+            self._write_changes(db, [(change, memory) for memory, change in fresh])
         return [found or memory for (memory, _), found in zip(new, held, strict=True)]
 
     def insert_batch(self, memories: Sequence[Memory]) -> list[int]:
@@ -155,8 +154,7 @@ class SQLStore(ABC):
         ids = [memory.id for memory in memories]
         key_of = dict(db.execute(self._q(f"SELECT id, rowid FROM memories WHERE id IN ({self._marks(len(ids))})"),
                                  ids).fetchall())  # fmt: skip
-        self._many(db, self._q("INSERT INTO memory_tags VALUES (?, ?) ON CONFLICT DO NOTHING"),
-                   [(tag, key_of[memory.id]) for memory in memories for tag in memory.all_tags])  # fmt: skip
+        self._tag(db, [(tag, key_of[memory.id]) for memory in memories for tag in memory.all_tags])
         return [key_of[memory_id] for memory_id in ids]
 
     def _write_tags(self, db: Any, rowid: int, tags: Sequence[str]) -> None:
@@ -166,15 +164,19 @@ class SQLStore(ABC):
 
     def _add_tags(self, db: Any, rowid: int, tags: Sequence[str]) -> None:
         """Tag a memory (a new row has none to replace)."""
-        self._many(
-            db, self._q("INSERT INTO memory_tags VALUES (?, ?) ON CONFLICT DO NOTHING"), [(t, rowid) for t in tags]
-        )
+        self._tag(db, [(tag, rowid) for tag in tags])
+
+    def _tag(self, db: Any, tagged: Sequence[tuple[str, int]]) -> None:
+        """Add (tag, memory key) pairs, in one statement."""
+        self._many(db, self._q("INSERT INTO memory_tags VALUES (?, ?) ON CONFLICT DO NOTHING"), tagged)
 
     def _write_change(self, db: Any, change: Change, memory: Memory | None) -> None:
-        db.execute(
-            self._q(f"INSERT INTO versions VALUES ({self._marks(11)})"),
-            sql.change_values(change, memory, self._dialect.time),
-        )
+        self._write_changes(db, [(change, memory)])
+
+    def _write_changes(self, db: Any, changes: Sequence[tuple[Change, Memory | None]]) -> None:
+        """Add these versions to the history, in one statement."""
+        self._many(db, self._q(f"INSERT INTO versions VALUES ({self._marks(11)})"),
+                   [sql.change_values(change, memory, self._dialect.time) for change, memory in changes])  # fmt: skip
 
     def get(self, memory_id: str) -> Memory | None:
         found = self.get_many([memory_id])
