@@ -126,6 +126,27 @@ def test_a_snapshot_built_from_the_last_holds_exactly_the_store_s_current_vector
     assert snapshot.meta.count == len(held)
 
 
+def test_a_graph_built_with_other_links_is_built_again_whole_by_the_next_snapshot(
+    large: MemoryService, monkeypatch: pytest.MonkeyPatch
+):
+    # An older mnemo's graphs had other links a node: the next snapshot does not add to one.
+    storage = large.searcher.storage
+    index = layered(large)
+    for links, note in ((8, "Zoe keeps bees on the roof of the old mill"), (vector_graph.CONNECTIVITY, fact(200))):
+        with monkeypatch.context() as patched:
+            patched.setattr(vector_graph, "CONNECTIVITY", links)
+            large.store(note)
+            index.refresh(storage)
+            assert index.build(storage)
+        snapshot = index._snapshot
+        assert snapshot is not None and snapshot.connectivity == links
+        assert (
+            sorted(np.asarray(snapshot._graph.keys).tolist()) == snapshot.keys.tolist() == sorted(storage.vector_keys())
+        )
+        query = FakeEmbedder().embed_query(note)
+        assert [score for _, score in index.search(query, 5)] == pytest.approx(exact_top(large, query, 5), abs=1e-5)
+
+
 def test_a_discarded_key_leaves_the_snapshot_s_answers(large: MemoryService):
     index = layered(large)
     query = FakeEmbedder().embed_query(fact(42))
