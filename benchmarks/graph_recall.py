@@ -8,7 +8,7 @@ snapshot graph (see "Large stores" in the README). For each setting (links a nod
 links are chosen from when it joins) a graph of the snapshot's vectors (its first N rows with
 ``--rows``; with ``--clusters N`` those of the first N of its 4,096 sentences' clusters, as dense
 as the whole store's) is built as a snapshot's is, then searched as a search does (4 x k candidates,
-rescored exactly). With ``--postgres`` the settings are pgvector's (m, ef_construction) for the HNSW
+at most k + 600, rescored exactly). With ``--postgres`` the settings are pgvector's (m, ef_construction) for the HNSW
 index a PostgreSQL store makes, on a fresh database (``postgres_database.py``): the index is built
 over the vectors, 1,000 more are inserted one at a time as stores insert them, and the index's k
 nearest are asked for as a search does (``hnsw.ef_search`` = k, at least 40). Queries: 200 embedded
@@ -37,7 +37,7 @@ from pgvector.psycopg import register_vector
 from latency import SENTENCES
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
-from mnemo.vector_graph import EXPANSION_SEARCH, MIN_CANDIDATES, RERANK_FACTOR, new_graph
+from mnemo.vector_graph import EXPANSION_SEARCH, candidates, new_graph
 from postgres_database import fresh_database, postgres_server
 from server_rss import WORDS
 
@@ -73,7 +73,7 @@ def search(graph: object, vectors: np.ndarray, queries: np.ndarray, k: int) -> t
     found, ms = [], []
     for query in queries:
         started = time.perf_counter()
-        rows = np.sort(graph.search(query, max(MIN_CANDIDATES, RERANK_FACTOR * k)).keys.astype(np.int64))  # type: ignore[attr-defined]
+        rows = np.sort(graph.search(query, candidates(k)).keys.astype(np.int64))  # type: ignore[attr-defined]
         scores = vectors[rows] @ query
         found.append(rows[np.argsort(-scores)[:k]])
         ms.append((time.perf_counter() - started) * 1000)

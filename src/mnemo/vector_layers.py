@@ -28,7 +28,7 @@ from mnemo import vector_graph
 from mnemo.embed import Vectors
 from mnemo.lazy import numpy as np
 from mnemo.storage import Storage
-from mnemo.vector_graph import RERANK_FACTOR, Snapshot
+from mnemo.vector_graph import RERANK_FACTOR, Snapshot, candidates
 from mnemo.vector_index import VectorIndex
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ class LayeredIndex:
         caller scans them all)."""
         share = len(among) / max(1, snapshot.meta.count)
         wanted_k = int(2 * k / share) + 1
-        if RERANK_FACTOR * wanted_k >= len(among):
+        if candidates(wanted_k) >= len(among):
             return None
         keys, scores = snapshot.nearest(query, wanted_k)
         wanted = np.isin(keys, among)
