@@ -37,6 +37,7 @@ from pgvector.psycopg import register_vector
 from latency import SENTENCES
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
+from mnemo.storage.postgres_vectors import ef_search
 from mnemo.vector_graph import EXPANSION_SEARCH, candidates, new_graph
 from postgres_database import fresh_database, postgres_server
 from server_rss import WORDS
@@ -99,14 +100,14 @@ def postgres_search(url: str, queries: np.ndarray, k: int) -> tuple[list[np.ndar
         for query in queries:
             started = time.perf_counter()
             with db.transaction():
-                db.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(k, 1000))}")
+                db.execute(f"SET LOCAL hnsw.ef_search = {ef_search(k)}")
                 rows = db.execute("SELECT id FROM v ORDER BY embedding <=> %s LIMIT %s", (query, k)).fetchall()
             found.append(np.array([row for (row,) in rows], dtype=np.int64))
             ms.append((time.perf_counter() - started) * 1000)
     return found, np.array(ms)
 
 
-def postgres_build(url: str, vectors: np.ndarray, links: int, candidates: int) -> tuple[float, float]:
+def postgres_build(url: str, vectors: np.ndarray, links: int, build_candidates: int) -> tuple[float, float]:
     """Fill table v, index it (seconds), and insert 1,000 more vectors one at a time (ms each)."""
     with psycopg.connect(url, autocommit=True) as db:
         register_vector(db)
@@ -120,7 +121,7 @@ def postgres_build(url: str, vectors: np.ndarray, links: int, candidates: int) -
         started = time.perf_counter()
         db.execute(
             "CREATE INDEX ON v USING hnsw (embedding vector_cosine_ops)"
-            f" WITH (m = {links}, ef_construction = {candidates})"
+            f" WITH (m = {links}, ef_construction = {build_candidates})"
         )
         built = time.perf_counter() - started
         started = time.perf_counter()
@@ -165,14 +166,14 @@ def main() -> None:
     with ExitStack() as stack:
         database = stack.enter_context(fresh_database(stack.enter_context(postgres_server()))) if args.postgres else ""
         for setting in args.settings:
-            links, candidates = (int(n) for n in setting.split(","))
-            label = f"{links}, {candidates}"
+            links, build_candidates = (int(n) for n in setting.split(","))
+            label = f"{links}, {build_candidates}"
             if database:
-                built, insert_ms = postgres_build(database, vectors, links, candidates)
+                built, insert_ms = postgres_build(database, vectors, links, build_candidates)
                 label += f" (an insert {insert_ms:.2f} ms)"
                 graph: object = database
             else:
-                graph, built = graph_of(vectors, links, candidates)
+                graph, built = graph_of(vectors, links, build_candidates)
             for k in KS:
                 f = measure(graph, vectors, asked, scores, k)
                 kinds = [
@@ -186,9 +187,9 @@ def main() -> None:
                 )
 
 
-def graph_of(vectors: np.ndarray, links: int, candidates: int) -> tuple[object, float]:
+def graph_of(vectors: np.ndarray, links: int, build_candidates: int) -> tuple[object, float]:
     """A usearch graph of the vectors as a snapshot's is built, and the seconds it took."""
-    graph = new_graph(vectors.shape[1], links, candidates)
+    graph = new_graph(vectors.shape[1], links, build_candidates)
     started = time.perf_counter()
     graph.add(np.arange(len(vectors), dtype=np.uint64), vectors)
     graph.expansion_search = EXPANSION_SEARCH

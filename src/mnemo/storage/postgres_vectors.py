@@ -24,6 +24,13 @@ from mnemo.storage import Storage, StoredVector, sql
 from mnemo.storage.postgres_schema import fix_dimension
 
 MAX_EF_SEARCH = 1000  # pgvector's ceiling
+
+
+def ef_search(k: int) -> int:
+    """The HNSW walk's breadth for the k nearest: k, within pgvector's default 40 and its ceiling."""
+    return max(40, min(k, MAX_EF_SEARCH))
+
+
 # A filtered search scores exactly the SHORTLIST memories (at least, SHORTLIST_PER_RESULT a result
 # wanted) whose sign bits are nearest the query's. At 200,000 memories of 20 users (~10,000 each;
 # python benchmarks/latency.py --memories 200000 --users 20 --backend postgres fills such a store),
@@ -92,7 +99,7 @@ class PostgresVectorSearch:
         if k <= 0:
             return []
         with self._connect() as db:
-            db.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(k, MAX_EF_SEARCH))}")
+            db.execute(f"SET LOCAL hnsw.ef_search = {ef_search(k)}")
             rows = db.execute(
                 "SELECT memory_rowid, 1 - (embedding <=> %s) FROM vectors ORDER BY embedding <=> %s LIMIT %s",
                 (Vector(query), Vector(query), k),
@@ -109,7 +116,7 @@ class PostgresVectorSearch:
         if not queries or k <= 0:
             return found
         with self._connect() as db:
-            db.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(k, MAX_EF_SEARCH))}")
+            db.execute(f"SET LOCAL hnsw.ef_search = {ef_search(k)}")
             rows = db.execute(
                 "SELECT q.i, n.memory_rowid, n.cosine FROM unnest(%s::vector[]) WITH ORDINALITY AS q(v, i)"
                 " CROSS JOIN LATERAL (SELECT memory_rowid, 1 - (embedding <=> q.v) AS cosine FROM vectors"
