@@ -309,9 +309,6 @@ class PostgresStorage(SQLStore):
         with self._read() as db:
             return postgres_vectors.of(db, memory_ids)
 
-    def last_vector_seq(self) -> int:
-        return int(self._one("SELECT COALESCE(MAX(seq), 0) FROM vectors"))
-
     def vector_search(self) -> postgres_vectors.PostgresVectorSearch:
         return postgres_vectors.PostgresVectorSearch(self._read_together, self._dialect)
 

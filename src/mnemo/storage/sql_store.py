@@ -1,17 +1,15 @@
 """The Storage methods whose SQL is the same on every SQL backend, written once.
 
-A backend subclasses ``SQLStore`` and supplies its transactions (``_read``, ``_write``: a
-DB-API connection inside a transaction, its errors mapped onto mnemo's), its ``Dialect``, the
-driver's unique-violation error, and the few hooks where the databases differ (``_same_contents``,
-``_next_entry_number``). Queries here mark parameters with ``?``; ``_q`` turns them into the
-backend's marks. No driver is imported here.
+A backend subclasses ``SQLStore`` and supplies its transactions and ``Dialect`` (see
+``sql_base``), the driver's unique-violation error, and the few hooks where the databases differ
+(``_same_contents``, ``_next_entry_number``). Statistics are ``SQLStatistics``'. No driver is
+imported here.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -19,26 +17,18 @@ from typing import Any, ClassVar
 from mnemo.errors import Conflict, Duplicate
 from mnemo.model import Backup, Change, Memory, to_iso
 from mnemo.query import Filters, Position, RankFields, Sort, TextHit
-from mnemo.storage import Granularity, GroupKey, IdempotentCall, Job, StoredVector, sql
+from mnemo.storage import IdempotentCall, Job, StoredVector, sql
+from mnemo.storage.sql_stats import SQLStatistics
 
 __all__ = ["SQLStore", "TextHit"]
 
 
-class SQLStore(ABC):
-    name: str
-    _dialect: sql.Dialect
+class SQLStore(SQLStatistics):
     _unique_violation: ClassVar[type[Exception]]  # the driver's error for a broken UNIQUE constraint
-    _bucket_expr: ClassVar[dict[Granularity, str]]  # created_at per bucket of a histogram, as text
     # The SQL of jobs and of the request ledgers, over one connection: modules with put_job, get_job,
     # recent_jobs, running_jobs; count_request, begin_idempotent, end_idempotent.
     _jobs: ClassVar[Any]
     _requests: ClassVar[Any]
-
-    @abstractmethod
-    def _read(self) -> AbstractContextManager[Any]: ...
-
-    @abstractmethod
-    def _write(self) -> AbstractContextManager[Any]: ...
 
     @abstractmethod
     def _same_contents(self, db: Any, new: Sequence[tuple[Memory, datetime]]) -> list[str | None]:
@@ -65,30 +55,8 @@ class SQLStore(ABC):
     def vector_keys(self) -> list[int]:
         return [key for (key,) in self._rows("SELECT memory_rowid FROM vectors")]
 
-    def _q(self, query: str) -> str:
-        return query if self._dialect.mark == "?" else query.replace("?", self._dialect.mark)
-
-    def _marks(self, n: int) -> str:
-        return ", ".join([self._dialect.mark] * n)
-
-    @staticmethod
-    def _many(db: Any, query: str, rows: Sequence[Sequence[Any]]) -> None:
-        if rows:
-            db.cursor().executemany(query, rows)
-
-    def _memories(self, query: str, params: Sequence[Any] = ()) -> list[Memory]:
-        with self._read() as db:
-            rows = db.execute(self._q(query), list(params)).fetchall()
-        return [sql.memory(row, self.name, self._dialect) for row in rows]
-
-    def _one(self, query: str, params: Sequence[Any] = ()) -> Any:
-        """The first column of the one row a query gives."""
-        with self._read() as db:
-            return db.execute(self._q(query), list(params)).fetchone()[0]
-
-    def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._read() as db:
-            return list(db.execute(self._q(query), list(params)).fetchall())
+    def last_vector_seq(self) -> int:
+        return int(self._one("SELECT COALESCE(MAX(seq), 0) FROM vectors"))
 
     # -- single memories ---------------------------------------------------------------
     def insert(
@@ -470,60 +438,3 @@ class SQLStore(ABC):
     def running_jobs(self) -> list[Job]:
         with self._read() as db:
             return list(self._jobs.running_jobs(db))
-
-    # -- statistics --------------------------------------------------------------------
-    def group_count(self, filters: Filters, key: GroupKey) -> dict[str, int]:
-        where, params = sql.where(filters, self._dialect)
-        group, label = sql.GROUP_EXPR[key]
-        rows = self._rows(f"SELECT {label}, COUNT(*) FROM memories m WHERE {where} GROUP BY {group} ORDER BY 1", params)
-        return {str(k): int(n) for k, n in rows if k is not None}  # memories without the attribute are not a group
-
-    def tag_counts(self, filters: Filters, limit: int | None = None) -> list[tuple[str, int]]:
-        """Tags of the memories the filters keep, most used first (ties by name, byte-wise)."""
-        where, params = sql.where(filters, self._dialect)
-        rows = self._rows(
-            "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory_rowid"
-            f" WHERE {where} GROUP BY t.tag ORDER BY n DESC, t.tag {self._dialect.binary} LIMIT ?",
-            [*params, self._dialect.no_limit if limit is None else limit],
-        )
-        return [(tag, int(n)) for tag, n in rows]
-
-    def duplicate_count(self, filters: Filters) -> int:
-        """How many memories repeat the words of an earlier one (same words, any order) for the same user."""
-        where, params = sql.where(filters, self._dialect)
-        return int(
-            self._one(
-                "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM memories m"
-                f" WHERE {where} GROUP BY m.word_signature, m.user_id HAVING COUNT(*) > 1) AS d",
-                params,
-            )
-        )
-
-    def created_histogram(self, filters: Filters, granularity: Granularity) -> list[tuple[str, int]]:
-        where, params = sql.where(filters, self._dialect)
-        bucket = self._bucket_expr[granularity]
-        rows = self._rows(f"SELECT {bucket} AS b, COUNT(*) FROM memories m WHERE {where} GROUP BY b ORDER BY b", params)
-        return [(b, int(n)) for b, n in rows]
-
-    def change_counts(self, start: datetime, end: datetime, memory_filters: Filters) -> dict[str, int]:
-        """Changes per action in a time window, for the user/conversation/categories of the filters."""
-        t = self._dialect.time
-        clauses = ["changed_at BETWEEN ? AND ?"]
-        params: list[Any] = [t(start), t(end)]
-        for column, value in (
-            ("user_id", memory_filters.user_id),
-            ("conversation_id", memory_filters.conversation_id),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        if memory_filters.categories is not None:
-            categories = memory_filters.categories
-            clauses.append(
-                f"COALESCE(category, 'custom') IN ({', '.join('?' * len(categories))})" if categories else "1 = 0"
-            )
-            params.extend(memory_filters.categories)
-        rows = self._rows(
-            f"SELECT action, COUNT(*) FROM versions WHERE {' AND '.join(clauses)} GROUP BY action", params
-        )
-        return {action: int(n) for action, n in rows}

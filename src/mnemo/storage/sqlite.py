@@ -29,7 +29,6 @@ from mnemo.model import (
 from mnemo.query import Filters, StoredText, TextHit, fold_case
 from mnemo.storage import (
     EventPattern,
-    Granularity,
     StoredVector,
     StoreFile,
     Totals,
@@ -38,7 +37,9 @@ from mnemo.storage import (
     sqlite_jobs,
     sqlite_plans,
     sqlite_requests,
+    sqlite_stats,
     sqlite_text,
+    sqlite_vectors,
 )
 from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite_files import DB_FILENAME
@@ -48,20 +49,13 @@ RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the 
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
-_BUCKET_EXPR = {
-    Granularity.HOUR: "strftime('%Y-%m-%dT%H:00:00Z', m.created_at)",
-    Granularity.DAY: "date(m.created_at)",
-    Granularity.WEEK: "date(m.created_at, 'weekday 0', '-6 days')",
-    Granularity.MONTH: "strftime('%Y-%m-01', m.created_at)",
-}
-
 
 class SQLiteStorage(SQLStore):
     """A store kept in ``<folder>/memory.db``."""
 
     _dialect = sql.SQLITE
     _unique_violation = sqlite3.IntegrityError
-    _bucket_expr = _BUCKET_EXPR
+    _bucket_expr = sqlite_stats.BUCKET_EXPR
     _jobs: ClassVar[Any] = sqlite_jobs
     _requests: ClassVar[Any] = sqlite_requests
 
@@ -342,36 +336,15 @@ class SQLiteStorage(SQLStore):
 
     def put_vectors(self, vectors: Sequence[tuple[str, bytes]]) -> None:
         with self._write() as db:
-            for memory_id, vector in vectors:
-                row = db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
-                if row is None:
-                    continue  # deleted meanwhile: nothing to index
-                # Delete then insert, so the row gets a new seq that readers will notice.
-                db.execute("DELETE FROM vectors WHERE memory_rowid = ?", (row[0],))
-                db.execute("INSERT INTO vectors (memory_rowid, vector) VALUES (?, ?)", (row[0], vector))
+            sqlite_vectors.put(db, vectors)
 
     def vectors_after(self, seq: int, limit: int) -> list[StoredVector]:
         with self._read() as db:
-            rows = db.execute(
-                "SELECT seq, memory_rowid, vector FROM vectors WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
-            ).fetchall()
-        return [StoredVector(*row) for row in rows]
+            return sqlite_vectors.after(db, seq, limit)
 
     def vectors_of(self, memory_ids: Sequence[str]) -> dict[str, bytes]:
-        if not memory_ids:
-            return {}
         with self._read() as db:
-            rows = db.execute(
-                "SELECT m.id, v.vector FROM memories m JOIN vectors v ON v.memory_rowid = m.rowid"
-                f" WHERE m.id IN ({self._marks(len(memory_ids))})",
-                list(memory_ids),
-            ).fetchall()
-        return dict(rows)
-
-    def last_vector_seq(self) -> int:
-        with self._read() as db:
-            (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM vectors").fetchone()
-        return seq
+            return sqlite_vectors.of(db, memory_ids)
 
     def keys_matching(self, filters: Filters) -> list[int]:
         # As one row, a JSON array: each row of a result is a step that lets go of the GIL and takes
@@ -424,32 +397,14 @@ class SQLiteStorage(SQLStore):
             ).fetchone()
         return size
 
-    # -- statistics --------------------------------------------------------------------
+    # -- statistics (SQL in sqlite_stats) ----------------------------------------------------
     def totals(self, filters: Filters) -> Totals:
-        where, params = sql.where(filters)
         with self._read() as db:
-            row = db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(length(CAST(m.content AS BLOB))), 0),"
-                " COALESCE(SUM(m.access_count), 0), COALESCE(SUM(m.access_count > 0), 0),"
-                f" COALESCE(MAX(m.access_count), 0) FROM memories m WHERE {where}",
-                params,
-            ).fetchone()
-        return Totals(*row)
+            return sqlite_stats.totals(db, *sql.where(filters))
 
     def event_pattern(self, kind: str, start: datetime, end: datetime) -> EventPattern:
         with self._read() as db:
-            rows = db.execute(
-                "SELECT CAST(strftime('%H', at) AS INTEGER), CAST(strftime('%w', at) AS INTEGER), COUNT(*)"
-                " FROM events WHERE kind = ? AND at BETWEEN ? AND ? GROUP BY 1, 2",
-                (kind, to_iso(start), to_iso(end)),
-            ).fetchall()
-        by_hour: dict[int, int] = {}
-        by_weekday: dict[int, int] = {}
-        for hour, sunday_first, n in rows:
-            by_hour[hour] = by_hour.get(hour, 0) + n
-            weekday = (sunday_first - 1) % 7  # SQLite counts from Sunday; Python from Monday
-            by_weekday[weekday] = by_weekday.get(weekday, 0) + n
-        return EventPattern(sum(by_hour.values()), by_hour, by_weekday)
+            return sqlite_stats.event_pattern(db, kind, start, end)
 
     def size_bytes(self) -> int:
         """Bytes on disk: the database with its write-ahead log."""
