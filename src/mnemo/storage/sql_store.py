@@ -78,10 +78,8 @@ class SQLStore(SQLStatistics):
                 memory = memory.evolve(entry_number=self._next_entry_number(db))
             try:
                 (rowid,) = db.execute(
-                    self._q(f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({self._marks(len(sql.COLUMN_NAMES))})"
-                            " RETURNING rowid"),
-                    sql.row_values(memory, self._dialect),
-                ).fetchone()  # fmt: skip
+                    self._insert_memory() + " RETURNING rowid", sql.row_values(memory, self._dialect)
+                ).fetchone()
             except self._unique_violation as exc:
                 raise Conflict(f"memory {memory.id} or its path already exists", memory_id=memory.id) from exc
             self._add_tags(db, rowid, memory.all_tags)
@@ -113,10 +111,8 @@ class SQLStore(SQLStatistics):
         """The memories' rows and tags, in one statement each; their keys, in order."""
         if not memories:
             return []
-        marks = self._marks(len(sql.COLUMN_NAMES))
         try:
-            self._many(db, self._q(f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({marks})"),
-                       [sql.row_values(memory, self._dialect) for memory in memories])  # fmt: skip
+            self._many(db, self._insert_memory(), [sql.row_values(memory, self._dialect) for memory in memories])
         except self._unique_violation as exc:
             raise Conflict(f"one of {len(memories)} memories, or its path, already exists") from exc
         ids = [memory.id for memory in memories]
@@ -124,6 +120,10 @@ class SQLStore(SQLStatistics):
                                  ids).fetchall())  # fmt: skip
         self._tag(db, [(tag, key_of[memory.id]) for memory in memories for tag in memory.all_tags])
         return [key_of[memory_id] for memory_id in ids]
+
+    def _insert_memory(self) -> str:
+        """The statement that adds one memory's row (``sql.row_values``)."""
+        return self._q(f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({self._marks(len(sql.COLUMN_NAMES))})")
 
     def _write_tags(self, db: Any, rowid: int, tags: Sequence[str]) -> None:
         """Replace a stored memory's tags."""
