@@ -11,7 +11,7 @@ relevance reads as the probability of a right answer with answers and non-answer
 equally; relevance is that times search.OTHER_SUBJECT's doubt, and the fusion kept is the one whose
 ranking by relevance gives the best R@5 summed over both sets. It also prints how many right
 answers clear 0.7 and how many `negative` queries return nothing above it. Paste the printed
-Calibration into src/mnemo/search.py: as HYBRID for the default model, or under the model's
+Calibration into src/mnemo/search/searcher.py: as HYBRID for the default model, or under the model's
 name in CALIBRATIONS for another (MNEMO_MODEL=all-mpnet-base-v2 fits that model's).
 """
 
@@ -36,7 +36,7 @@ from mnemo.engine.lists import SEARCH_MATCH
 from mnemo.engine.recall import RECALL_POOL
 from mnemo.model import subject_key
 from mnemo.query import Filters
-from mnemo.search import HYBRID, Calibration, calibration_for
+from mnemo.search.searcher import HYBRID, Calibration, calibration_for
 from mnemo.words import search_terms
 from recall_quality import AFTER_NEWEST, CATEGORY_MAP, end_of_day, load_haystack, parse_time
 

@@ -37,8 +37,8 @@ from pgvector.psycopg import register_vector
 from latency import SENTENCES
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
+from mnemo.search.vector_graph import EXPANSION_SEARCH, candidates, new_graph
 from mnemo.storage.postgres_vectors import ef_search
-from mnemo.vector_graph import EXPANSION_SEARCH, candidates, new_graph
 from postgres_database import fresh_database, postgres_server
 from server_rss import WORDS
 

@@ -12,7 +12,7 @@ recall (words and meaning, query embedding included), recall filtered to 1% of t
 (filtered and sorted), the cold start of `mnemo serve` until it answers `initialize` over stdio,
 and of `mnemo recall` until it prints its answer (model and index loaded), and the process's
 resident memory. Past MNEMO_VECTOR_GRAPH_FROM vectors a SQLite store's first search starts
-writing the vector index's snapshot (see mnemo.vector_layers): the run waits for it and says how
+writing the vector index's snapshot (see mnemo.search.vector_layers): the run waits for it and says how
 long it took. --store-dir keeps the filled store (a 1,000,000-memory fill takes a while) and
 reuses it when run again with the same --memories. Needs `mnemo setup`. Not a test: numbers, not
 assertions.
@@ -45,8 +45,8 @@ from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.model import Context, new_id
 from mnemo.query import Sort, SortField
+from mnemo.search.vector_layers import LayeredIndex
 from mnemo.storage.sql_store import SQLStore
-from mnemo.vector_layers import LayeredIndex
 
 _SYLLABLES = ["an", "bel", "cor", "da", "el", "fin", "gar", "ha", "is", "jo", "ka", "li", "mor", "na", "ol", "pe"]
 PEOPLE = [*sorted({(a + b).capitalize() for a in _SYLLABLES for b in _SYLLABLES})[:200], "Emma", "Liam", "Olivia"]

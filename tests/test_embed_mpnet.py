@@ -301,7 +301,7 @@ def test_a_chosen_model_that_is_not_installed_means_words_only(
 
 
 def test_each_model_ranks_with_its_own_relevance_calibration() -> None:
-    from mnemo.search import CALIBRATIONS, HYBRID, calibration_for
+    from mnemo.search.searcher import CALIBRATIONS, HYBRID, calibration_for
 
     assert calibration_for("all-MiniLM-L6-v2/onnx-int8") is HYBRID
     assert calibration_for("nomic-embed-text") is HYBRID  # an HTTP model without a fit of its own

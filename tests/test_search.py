@@ -19,7 +19,7 @@ from mnemo.embed.fake import FakeEmbedder
 from mnemo.errors import Duplicate, EmbeddingError
 from mnemo.model import Context
 from mnemo.query import Filters
-from mnemo.search import HYBRID, REPLY_SHARE, REPLY_WITHIN
+from mnemo.search.searcher import HYBRID, REPLY_SHARE, REPLY_WITHIN
 from mnemo.service import MemoryService
 from mnemo.words import search_terms
 
@@ -211,7 +211,7 @@ def test_a_model_failing_on_the_query_is_an_embedding_error(settings: Settings, 
 def test_the_sign_bit_prefilter_of_a_large_index_finds_what_an_exact_scan_finds(monkeypatch: pytest.MonkeyPatch):
     import numpy as np
 
-    from mnemo import vector_index
+    from mnemo.search import vector_index
 
     monkeypatch.setattr(vector_index, "EXACT_UP_TO", 0)
     monkeypatch.setattr(vector_index, "MIN_RERANK", 200)  # 5% of the index, as 1,000 of 20,000
@@ -231,7 +231,7 @@ def test_the_sign_bit_prefilter_of_a_large_index_finds_what_an_exact_scan_finds(
 def _clustered(seed: int, clusters: int) -> tuple[Any, Any]:
     """3,000 vectors around ``clusters`` centres, and their index. Members of a cluster lie at
     cosine ~0.75-0.98 from each other: around the floors of a search of the close."""
-    from mnemo import vector_index
+    from mnemo.search import vector_index
 
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(clusters, 384)).astype(np.float32)
@@ -247,7 +247,7 @@ def _clustered(seed: int, clusters: int) -> tuple[Any, Any]:
 def test_a_search_of_the_close_finds_what_a_scan_of_every_vector_finds_at_the_floor():
     import numpy as np
 
-    from mnemo import vector_index
+    from mnemo.search import vector_index
 
     vectors, index = _clustered(5, 30)
     for floor in (0.95, 0.92, 0.85, 0.5):
@@ -261,7 +261,7 @@ def test_a_search_of_the_close_finds_what_a_scan_of_every_vector_finds_at_the_fl
 def test_a_search_of_the_close_among_thousands_alike_scores_only_the_closest_by_sign(monkeypatch):
     import numpy as np
 
-    from mnemo import vector_index
+    from mnemo.search import vector_index
 
     # ~1,000 a cluster, all within the sign radius of each other: an import of templated notes.
     vectors, index = _clustered(8, 3)

@@ -1,5 +1,5 @@
 """A SQLite store past its size threshold: recall through a graph snapshot on disk plus the newer
-vectors in memory (mnemo.vector_layers), on real files, with the deterministic fake embedder."""
+vectors in memory (mnemo.search.vector_layers), on real files, with the deterministic fake embedder."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mnemo import vector_graph, vector_layers
 from mnemo.app import open_service, restore_store
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.model import Context
 from mnemo.query import Filters
+from mnemo.search import vector_graph, vector_layers
+from mnemo.search.vector_index import sign_bits
+from mnemo.search.vector_layers import LayeredIndex
 from mnemo.service import MemoryService
-from mnemo.vector_index import sign_bits
-from mnemo.vector_layers import LayeredIndex
 
 THRESHOLD = 60
 TOPICS = ["cello", "sourdough", "kayak", "ramen", "chess", "pottery", "sailing", "tango", "orchids", "kites"]

@@ -2,7 +2,7 @@
 
 combined = w_sem * semantic_similarity + w_rec * recency + w_imp * importance + w_acc * access_frequency
 
-- semantic_similarity: the calibrated relevance of the memory to the query, in [0, 1] (see search.py).
+- semantic_similarity: the calibrated relevance of the memory to the query, in [0, 1] (see search/searcher.py).
 - recency: how fresh the memory is (its last update) beside the freshest candidate, by the chosen
   decay. Age is counted from the newest candidate's last update, not from now: an agent that
   comes back after a month asks about the same facts, and "now"-relative recency would score

@@ -14,7 +14,7 @@ older one's importance and use when higher (engine.recall.inherited): at the def
 priors kept the stale fact first. Only the order of those first candidates changes, never which
 memories they are, so recall at EXAMINED and beyond is unchanged. A question that asks about the
 past, by naming a stretch of time ("last summer") or by its grammar ("Where did she live?"), is
-left alone (see search.py): LoCoMo's questions about earlier conversations lost a fifth of their
+left alone (see search/searcher.py): LoCoMo's questions about earlier conversations lost a fifth of their
 first answers to later turns on the same topic without that.
 """
 
@@ -30,7 +30,7 @@ from mnemo.lazy import numpy as np
 from mnemo.query import RankFields
 
 if TYPE_CHECKING:
-    from mnemo.search import Candidate
+    from mnemo.search.searcher import Candidate
 
 # From this cosine two memories of one user and subject are taken to be about the same thing. On
 # agent-memory's dev set 2% of the pairs of memories sharing a user and a subject are this close,

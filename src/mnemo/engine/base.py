@@ -13,10 +13,10 @@ from mnemo.embed import Embedder
 from mnemo.errors import CorruptedData, NotFound, StorageError
 from mnemo.lifecycle.settings import LifecycleSettings
 from mnemo.model import Change, Memory, new_id
-from mnemo.search import Searcher
+from mnemo.search.searcher import Searcher
+from mnemo.search.vector_layers import GRAPH_FROM
 from mnemo.space_limits import SharedLimits
 from mnemo.storage import Storage
-from mnemo.vector_layers import GRAPH_FROM
 
 
 class ServiceBase:

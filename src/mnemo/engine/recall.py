@@ -14,7 +14,7 @@ from mnemo.engine.results import RecallHit, RecallResult
 from mnemo.errors import InvalidInput
 from mnemo.model import Status, subject_key
 from mnemo.query import DateRange, Filters, RankFields
-from mnemo.search import Candidate
+from mnemo.search.searcher import Candidate
 from mnemo.words import search_terms
 
 # Candidates taken from words and from meaning each, per recall. Relevance does not depend on the

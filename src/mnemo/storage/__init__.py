@@ -98,7 +98,7 @@ class Job:
 
 
 class VectorSearch(Protocol):
-    """Cosine search over a store's vectors, by storage key. ``mnemo.vector_index.VectorIndex`` is one
+    """Cosine search over a store's vectors, by storage key. ``mnemo.search.vector_index.VectorIndex`` is one
     (in memory, fed by ``vectors_after``); a backend that searches vectors itself offers its own."""
 
     def refresh(self, storage: Storage) -> None: ...  # take in what other writers stored

@@ -198,7 +198,7 @@ def m001_create_tables(db: psycopg.Connection) -> None:
 
 def m002_session_index(db: psycopg.Connection) -> None:
     """An index of memories by session, in the order they were made, for recall's look at the memories
-    that follow a hit in its session (search.py, FOLLOWING)."""
+    that follow a hit in its session (search/searcher.py, FOLLOWING)."""
     db.execute("CREATE INDEX memories_session ON memories(session_id, created_at, rowid) WHERE session_id IS NOT NULL")
 
 

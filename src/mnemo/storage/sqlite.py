@@ -383,7 +383,7 @@ class SQLiteStorage(SQLStore):
         return None
 
     def index_folder(self) -> Path:
-        """Beside the database: the index's snapshot files (see mnemo.vector_graph)."""
+        """Beside the database: the index's snapshot files (see mnemo.search.vector_graph)."""
         return self.path.parent / sqlite_files.INDEX_FOLDER
 
     def vector_bytes(self, filters: Filters | None = None) -> int:

@@ -29,7 +29,7 @@ from mnemo.errors import CorruptedData, NotFound, StorageError, reason_of
 
 DB_FILENAME = "memory.db"
 BACKUP_DIR = "backups"
-INDEX_FOLDER = "vector-index"  # the vector index's snapshots (mnemo.vector_graph), rebuilt at will
+INDEX_FOLDER = "vector-index"  # the vector index's snapshots (mnemo.search.vector_graph), rebuilt at will
 KEEP_BACKUPS = 10
 QUICK_CHECK_MAX_BYTES = 256 * 1024 * 1024  # checked at open up to here (~0.3 s at 280 MB on 2 cores)
 _SIDE_FILES = ("-wal", "-shm")

@@ -310,7 +310,7 @@ def m007_jobs(db: sqlite3.Connection) -> None:
 
 def m008_session_index(db: sqlite3.Connection) -> None:
     """An index of memories by session, in the order they were made, for recall's look at the memories
-    that follow a hit in its session (search.py, FOLLOWING)."""
+    that follow a hit in its session (search/searcher.py, FOLLOWING)."""
     _run(db, "CREATE INDEX memories_session ON memories(session_id, created_at) WHERE session_id IS NOT NULL;")
 
 

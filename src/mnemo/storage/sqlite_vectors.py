@@ -1,5 +1,5 @@
 """SQL of a SQLite store's vectors table, over one connection. Each vector row has a ``seq`` that
-grows with every write, which the engine's in-memory index tails (mnemo.vector_layers)."""
+grows with every write, which the engine's in-memory index tails (mnemo.search.vector_layers)."""
 
 from __future__ import annotations
 

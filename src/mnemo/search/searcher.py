@@ -26,9 +26,9 @@ from mnemo.focus import possible_names, without_names
 from mnemo.lazy import numpy as np
 from mnemo.query import Filters
 from mnemo.roles import named_by_role, role_words
+from mnemo.search.vector_index import VectorIndex
+from mnemo.search.vector_layers import GRAPH_FROM, LayeredIndex
 from mnemo.storage import Storage, VectorSearch
-from mnemo.vector_index import VectorIndex
-from mnemo.vector_layers import GRAPH_FROM, LayeredIndex
 from mnemo.when import stretch
 from mnemo.words import search_terms
 

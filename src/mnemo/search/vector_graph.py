@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 from mnemo.embed import Vectors
 from mnemo.lazy import import_now
 from mnemo.lazy import numpy as np
+from mnemo.search.vector_index import closest_by_sign, sign_bits
 from mnemo.storage import Storage
-from mnemo.vector_index import closest_by_sign, sign_bits
 
 if TYPE_CHECKING:
     import numpy.typing as npt

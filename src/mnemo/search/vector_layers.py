@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mnemo import vector_graph
 from mnemo.embed import Vectors
 from mnemo.lazy import numpy as np
+from mnemo.search import vector_graph
+from mnemo.search.vector_graph import RERANK_FACTOR, Snapshot, candidates
+from mnemo.search.vector_index import VectorIndex
 from mnemo.storage import Storage
-from mnemo.vector_graph import RERANK_FACTOR, Snapshot, candidates
-from mnemo.vector_index import VectorIndex
 
 if TYPE_CHECKING:
     import numpy.typing as npt
