@@ -30,8 +30,8 @@ from eval_data import add_data_folder, data_folder, dev_files
 from fact_pairs import DEV, VALIDATION, Pair, pairs
 from mnemo.embed.local import LocalEmbedder
 from mnemo.model import normalise_text
-from mnemo.same_fact import difference
-from mnemo.twins import NEAR_DUPLICATE
+from mnemo.search.same_fact import difference
+from mnemo.search.twins import NEAR_DUPLICATE
 
 THRESHOLDS = tuple(sorted({0.90, 0.92, 0.94, 0.95, 0.97, NEAR_DUPLICATE}))
 OLD_THRESHOLD = 0.95  # the rule before same_fact: this cosine and the same numbers

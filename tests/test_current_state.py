@@ -20,8 +20,8 @@ from mnemo.config import Settings
 from mnemo.model import Context, subject_key
 from mnemo.query import RankFields
 from mnemo.ranking import Weights
+from mnemo.search.superseded import same_subject
 from mnemo.server import build_server
-from mnemo.superseded import same_subject
 
 OLDER = "Liam lives in Boston."
 NEWER = "Liam moved to Denver in March for a new job."

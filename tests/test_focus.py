@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mnemo.focus import possible_names, without_names
+from mnemo.search.focus import possible_names, without_names
 
 
 def test_possible_names_are_the_query_word_runs_as_subject_keys_without_stop_words_alone():

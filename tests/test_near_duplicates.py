@@ -16,8 +16,8 @@ from mcp_calls import answer, structured
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
+from mnemo.search.twins import NEAR_DUPLICATE
 from mnemo.server import ProfileServer, build_server
-from mnemo.twins import NEAR_DUPLICATE
 from one_slot_apart import DISTINCT, REWRITES
 
 

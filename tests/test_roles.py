@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mnemo.roles import named_by_role, role_words
+from mnemo.search.roles import named_by_role, role_words
 
 
 def test_role_words_are_the_words_shortly_after_my_our_the():

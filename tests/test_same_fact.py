@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from mnemo.same_fact import _RecentTexts, difference, words_of
+from mnemo.search.same_fact import _RecentTexts, difference, words_of
 from one_slot_apart import DISTINCT, REWRITES
 
 

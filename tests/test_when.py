@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from mnemo.when import stretch
+from mnemo.search.when import stretch
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

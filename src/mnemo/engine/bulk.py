@@ -2,7 +2,7 @@
 
 Memories are prepared one by one (checks, derived fields), then consecutive plain ones (a vector,
 no path, link, signature or quota to count) are compared with the store and with each other in one
-near-duplicate check (mnemo.twins), written in one statement per table and their vectors in one
+near-duplicate check (mnemo.search.twins), written in one statement per table and their vectors in one
 more: the same outcome as storing them one after the other, for a fraction of the statements.
 """
 
@@ -18,7 +18,7 @@ from mnemo.engine.results import StoreResult
 from mnemo.errors import Conflict, MnemoError
 from mnemo.lazy import numpy as np
 from mnemo.model import subject_key
-from mnemo.twins import NewText
+from mnemo.search.twins import NewText
 
 Outcome = StoreResult | Exception
 # Plain memories checked and written together at most: the check compares a run's vectors with each

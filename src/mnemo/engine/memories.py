@@ -31,7 +31,7 @@ from mnemo.model import (
     subject_key,
 )
 from mnemo.query import Filters
-from mnemo.twins import NewText
+from mnemo.search.twins import NewText
 
 # How often an update that met another writer is computed again from the memory as it now is. On
 # PostgreSQL a read and a write are several round trips apart, so four processes appending to one

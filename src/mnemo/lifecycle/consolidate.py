@@ -25,14 +25,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from mnemo import bounds, same_fact
+from mnemo import bounds
 from mnemo.errors import InvalidInput, NotFound, OperationFailed, TooDissimilar, Unprocessable
 from mnemo.lazy import numpy as np
 from mnemo.lifecycle.archive import Archiver
 from mnemo.lifecycle.synthesis import ChatSynthesizer, Synthesizer
 from mnemo.model import MAX_CONTENT_CHARS, AccessLevel, ForgetReason, Memory, Status, normalise_text
+from mnemo.search import same_fact
+from mnemo.search.twins import NEAR_DUPLICATE
 from mnemo.service import MemoryService
-from mnemo.twins import NEAR_DUPLICATE
 
 STRATEGIES = ("merge_all", "keep_primary", "ai_synthesis")
 MIN_SOURCES, MAX_SOURCES = 2, 50

@@ -19,17 +19,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cached_property
 
-from mnemo import superseded, twins
 from mnemo.embed import Embedder, Vectors
 from mnemo.errors import EmbeddingError
-from mnemo.focus import possible_names, without_names
 from mnemo.lazy import numpy as np
 from mnemo.query import Filters
-from mnemo.roles import named_by_role, role_words
+from mnemo.search import superseded, twins
+from mnemo.search.focus import possible_names, without_names
+from mnemo.search.roles import named_by_role, role_words
 from mnemo.search.vector_index import VectorIndex
 from mnemo.search.vector_layers import GRAPH_FROM, LayeredIndex
+from mnemo.search.when import stretch
 from mnemo.storage import Storage, VectorSearch
-from mnemo.when import stretch
 from mnemo.words import search_terms
 
 WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters per wanted result
@@ -413,7 +413,7 @@ class Searcher:
             raise EmbeddingError(f"the query could not be embedded: {exc}") from exc
 
     def near_duplicates(self, batch: Sequence[twins.NewText], now: datetime) -> list[twins.Twin | None]:
-        """For each new memory in order, the memory it repeats or None (see mnemo.twins)."""
+        """For each new memory in order, the memory it repeats or None (see mnemo.search.twins)."""
         if self.index is None:
             return [None] * len(batch)
         return twins.find(self.index, self.storage, batch, now)

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from mnemo import same_fact
 from mnemo.embed import Vectors
 from mnemo.lazy import numpy as np
 from mnemo.model import Status
 from mnemo.query import Filters
+from mnemo.search import same_fact
 from mnemo.storage import Storage, VectorSearch
 
 # Cosine from which two memories of one user may be the same memory in other words, when
