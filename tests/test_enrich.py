@@ -13,16 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mnemo import enrich
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed import Vectors
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.embed.local import LocalEmbedder
-from mnemo.enrich import CategoryDetector, auto_tags, estimate_importance
 from mnemo.errors import EmbeddingError
 from mnemo.model import Category
+from mnemo.search import enrich
+from mnemo.search.enrich import CategoryDetector, auto_tags, estimate_importance
 
 FACT, PREFERENCE, INSTRUCTION = Category.FACT, Category.PREFERENCE, Category.INSTRUCTION
 CONTEXT, RELATIONSHIP, SKILL = Category.CONTEXT, Category.RELATIONSHIP, Category.SKILL

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from mnemo import enrich
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.search import enrich
 
 HARNESS = Path(__file__).resolve().parents[1] / "benchmarks" / "recall_quality.py"
 

@@ -17,9 +17,9 @@ from mnemo import registry
 from mnemo.clock import Clock
 from mnemo.config import Settings
 from mnemo.embed import Embedder
-from mnemo.enrich import CategoryDetector
 from mnemo.errors import InvalidInput, NotFound
 from mnemo.lifecycle.settings import LifecycleSettings, SynthesisEndpoint
+from mnemo.search.enrich import CategoryDetector
 from mnemo.service import MemoryService
 from mnemo.space_limits import SharedLimits
 from mnemo.storage import Storage, sqlite_files

@@ -40,9 +40,9 @@ from mnemo.cli.stores import stores_group
 from mnemo.cli.transfer import export_command, import_command, migrate_command
 from mnemo.config import PROFILE_NAMES, Settings
 from mnemo.engine.lists import STATUS_NAMES
-from mnemo.enrich import CategoryDetector
 from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, to_iso
 from mnemo.query import Sort, SortField
+from mnemo.search.enrich import CategoryDetector
 from mnemo.serve.options import DEFAULT_PORT, HttpOptions
 from mnemo.shared_space import SharedSpace
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from mnemo import access, bounds, enrich, paths
+from mnemo import access, bounds, paths
 from mnemo.embed import Vectors
 from mnemo.engine.checks import check_content, check_type, check_unit, checked_category
 from mnemo.engine.embeddings import EmbeddingOperations
@@ -31,6 +31,7 @@ from mnemo.model import (
     subject_key,
 )
 from mnemo.query import Filters
+from mnemo.search import enrich
 from mnemo.search.twins import NewText
 
 # How often an update that met another writer is computed again from the memory as it now is. On

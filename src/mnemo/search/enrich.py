@@ -5,7 +5,7 @@ Category detection, cheap enough to run on every store:
 - cue rules: regular expressions over the memory's words, each voting with a weight for one
   kind of statement ("wants to" for a goal, an opening imperative for an instruction, "allergic"
   for a restriction, a calendar date with a past-tense verb for an event, ...);
-- when the memory has a vector of the model, a read-out (``mnemo.category_readout``) fitted to
+- when the memory has a vector of the model, a read-out (``mnemo.search.category_readout``) fitted to
   hand-written examples takes the vector, the words and the rules' scores and gives each kind a
   log-probability: it decides, and how far it trusts the rules it learned from the examples.
 
@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
-from mnemo.category_readout import CategoryReadout
 from mnemo.embed import Embedder, Vectors
 from mnemo.model import Category
+from mnemo.search.category_readout import CategoryReadout
 from mnemo.words import STOPWORDS, words
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
-"""Terse notes of each kind, as an agent jots them, for the category read-out (``mnemo.category_readout``).
+"""Terse notes of each kind, as an agent jots them, for the category read-out (``mnemo.search.category_readout``).
 
-A third set beside ``mnemo.category_prototypes`` and ``mnemo.category_notes``, written the same way and
+A third set beside ``mnemo.search.category_prototypes`` and ``mnemo.search.category_notes``, written the same way and
 for the same reason, over ten further worlds (a school, a brewery, a physiotherapy patient, an
 open-source maintainer, a family moving abroad, a charity, a farm vet practice, a theatre production,
 a linguistics PhD, a landscaping firm), three notes of each world per kind: fragments, abbreviations

@@ -3,10 +3,10 @@
 Its input for a memory is three views of it side by side: the model's vector of the memory (what
 it is about and how it is said), which of the examples' words and word pairs it uses (a word seen
 in at least VOCABULARY_MIN_COUNT examples: "remind", "allergic", "wants to", a leading "never"),
-and the cue rules' score of each kind (``mnemo.enrich.rule_scores``), scaled by RULE_SCALE. A
+and the cue rules' score of each kind (``mnemo.search.enrich.rule_scores``), scaled by RULE_SCALE. A
 softmax over the kinds, fitted by plain gradient descent to the examples of
-``mnemo.category_prototypes`` (full sentences), ``mnemo.category_notes`` (sentences and terse
-notes), ``mnemo.category_jottings`` (terse notes) and ``mnemo.category_sentences`` (full sentences
+``mnemo.search.category_prototypes`` (full sentences), ``mnemo.search.category_notes`` (sentences and terse
+notes), ``mnemo.search.category_jottings`` (terse notes) and ``mnemo.search.category_sentences`` (full sentences
 over ten more worlds), turns them into a log-probability per kind. So how far the cue rules are
 trusted is learned from examples written apart from the evaluation sets, not set by hand beside them.
 
@@ -30,12 +30,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from mnemo.category_jottings import JOTTINGS
-from mnemo.category_notes import NOTES
-from mnemo.category_prototypes import PROTOTYPES
-from mnemo.category_sentences import SENTENCES
 from mnemo.embed import Embedder, Vectors
 from mnemo.lazy import numpy as np
+from mnemo.search.category_jottings import JOTTINGS
+from mnemo.search.category_notes import NOTES
+from mnemo.search.category_prototypes import PROTOTYPES
+from mnemo.search.category_sentences import SENTENCES
 
 log = logging.getLogger(__name__)
 

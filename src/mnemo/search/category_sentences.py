@@ -25,9 +25,9 @@ skill vs fact).
 
 Files read while writing them: /work/shared/eval/agent-memory-dev.json (for the meaning of each
 label only; none of its memories, people, places or worlds were copied or paraphrased),
-src/mnemo/category_prototypes.py and src/mnemo/category_notes.py (for the format and to avoid
+src/mnemo/search/category_prototypes.py and src/mnemo/search/category_notes.py (for the format and to avoid
 their topics). Our validation sets (benchmarks/validation/, benchmarks/dev_negatives/) and the
-cue rules in src/mnemo/enrich.py were not read.
+cue rules in src/mnemo/search/enrich.py were not read.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""More hand-written examples of each kind of memory, for the category read-out (``mnemo.category_readout``).
+"""More hand-written examples of each kind of memory, for the category read-out (``mnemo.search.category_readout``).
 
-``mnemo.category_prototypes`` holds full sentences as an assistant records them; these mix such
+``mnemo.search.category_prototypes`` holds full sentences as an assistant records them; these mix such
 sentences with notes as an agent jots them (fragments, abbreviations, roles for names, "remind
 re: invoice Fri"), over topics the prototypes do not cover (building sites, a bakery, a clinic, a
 warehouse, a catering firm, a coral-research lab). Written for this purpose, with the labels

@@ -1,4 +1,4 @@
-"""Hand-written example memories of each kind, for ``mnemo.enrich``'s nearest-prototype vote.
+"""Hand-written example memories of each kind, for ``mnemo.search.enrich``'s nearest-prototype vote.
 
 Written for this purpose, not taken from any evaluation set. They vary people, places and
 topics on purpose, and the same topics (food, work, health, family, hobbies, software) recur
