@@ -32,6 +32,8 @@ def cases(now: datetime) -> dict[str, dict[str, Any]]:
         "category goal, by last access": {"categories": ["goal"], "sort": by_access},
         "category custom (none), by creation": {"categories": ["custom"]},
         "a tag, by creation": {"tags": ["sourdough"]},
+        "a tag a fifth have, by creation": {"tags": ["anything"]},
+        "a tag none has, by creation": {"tags": ["nonesuch"]},
         "two tags, by creation": {"all_tags": ["sourdough", "evening"]},
         "one user, by importance": {"user_id": "user_7", "sort": by_importance},
         "one user and label skill (none), by creation": {"user_id": "user_7", "labels": ["skill"]},

@@ -9,13 +9,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from mnemo.clock import ManualClock
-from mnemo.model import AccessLevel, Context
+from mnemo.model import AccessLevel, Context, Status
 from mnemo.query import Filters, Sort, SortField
 from mnemo.service import MemoryService
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
@@ -126,7 +127,7 @@ def _count_and_plan(
     try:
         fill(MemoryService(storage, clock))
         storage._connection().set_trace_callback(statements.append)
-        counted = storage.count(Filters(now=clock.now(), visible_to=None, **filters))  # type: ignore[arg-type]
+        counted = storage.count(Filters(**{"now": clock.now(), "visible_to": None, **filters}))  # type: ignore[arg-type]
     finally:
         storage.close()
     (select,) = [s for s in statements if s.startswith("SELECT COUNT(*)")]
@@ -135,12 +136,14 @@ def _count_and_plan(
 
 
 def _tagged(service: MemoryService) -> None:
-    """60 memories: 2 tagged "rare", all "common"."""
+    """60 memories of user u1: 2 tagged "rare", all "common" and "everyday"."""
     for n in range(60):
-        service.store(f"note {n} about the garden", tags=["common", "rare"] if n < 2 else ["common"])
+        tags = ["common", "everyday", "rare"] if n < 2 else ["common", "everyday"]
+        service.store(f"note {n} about the garden", tags=tags, context=Context(user_id="u1"))
 
 
-@pytest.mark.parametrize("filters", [{"tags_any": ("rare",)}, {"tags_all": ("common", "rare")}])
+# A viewer or a second required tag: more than the tags decides (see the next test for tags alone).
+@pytest.mark.parametrize("filters", [{"tags_any": ("rare",), "visible_to": "u1"}, {"tags_all": ("common", "rare")}])
 def test_a_count_of_the_few_memories_with_a_tag_reads_them_through_the_tag_s_list(
     tmp_path: Path, clock: ManualClock, filters: dict[str, object]
 ):
@@ -153,10 +156,56 @@ def test_a_count_of_the_few_memories_with_a_tag_reads_them_through_the_tag_s_lis
         assert select.index("'rare'") < select.index("'common'")
 
 
-def test_a_count_of_the_many_memories_with_a_tag_walks_an_index(tmp_path: Path, clock: ManualClock):
-    counted, _, plan = _count_and_plan(tmp_path, clock, _tagged, {"tags_any": ("common",)})
+def test_a_count_of_the_many_memories_with_tags_walks_an_index(tmp_path: Path, clock: ManualClock):
+    counted, _, plan = _count_and_plan(tmp_path, clock, _tagged, {"tags_all": ("common", "everyday")})
     assert counted == 60
     assert plan[0].startswith("SEARCH m USING COVERING INDEX memories_status_") and plan[0].endswith("(status=?)"), plan
+
+
+@pytest.mark.parametrize(
+    ("tags", "passing"),
+    [({"tags_any": ("common",)}, 60), ({"tags_any": ("rare", "common")}, 60), ({"tags_all": ("rare",)}, 2)],
+)
+def test_a_count_of_tags_alone_is_their_list_less_the_memories_that_fail_status_or_expiry(
+    tmp_path: Path, clock: ManualClock, tags: dict[str, object], passing: int
+):
+    # A tag of 109,573 memories of 1,000,000 counted walking the status index 290-320 ms; its list
+    # less the few memories that fail (none there), 10.5 ms. Here 4 of 304 fail: 2 forgotten, 2 expired.
+    storage = SQLiteStorage(tmp_path / "store")
+    statements: list[str] = []
+    try:
+        service = MemoryService(storage, clock)
+        _tagged(service)
+        for n in range(240):
+            service.store(f"untagged note {n} about the orchard")
+        for n in range(4):
+            service.store(
+                f"passing note {n} about the pond",
+                tags=["common", "rare"],
+                expires_at=clock.now() + timedelta(hours=n + 1),
+            )
+        listed = service.list(tags=["common"], limit=100).memories
+        service.forget(listed[0].id)  # the last passing note
+        service.forget(listed[-1].id)  # the first note, also rare
+        clock.advance(hours=2.5)  # two of the passing notes have expired: one is left
+        storage._connection().set_trace_callback(statements.append)
+        filters = Filters(now=clock.now(), visible_to=None, **tags)  # type: ignore[arg-type]
+        counted = storage.count(filters)
+        storage._connection().set_trace_callback(None)
+        for statuses in ((Status.ACTIVE,), (Status.FORGOTTEN,), (Status.ACTIVE, Status.FORGOTTEN), (), None):
+            for include_expired in (False, True):
+                other = replace(filters, statuses=statuses, include_expired=include_expired)
+                assert storage.count(other) == len(storage.keys_matching(other)), other
+    finally:
+        storage.close()
+    assert counted == passing
+    counting = [s for s in statements if s.startswith("SELECT count(*) FROM (SELECT m.rowid FROM memories m")]
+    assert counting and not [s for s in statements if s.startswith("SELECT COUNT(*) FROM memories m")]
+    with closing(sqlite3.connect(tmp_path / "store" / DB_FILENAME)) as db:
+        plan = [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {counting[0]}")]
+    assert not [step for step in plan if step.startswith(("SCAN m", "SCAN t"))], plan  # no table read whole
+    probes = [step for step in plan if step.startswith("SEARCH t ")]  # each failing memory's tags, by its key
+    assert probes and all("memory_rowid=?" in step for step in probes), plan
 
 
 def test_the_custom_category_is_found_from_the_index_of_what_each_label_is_filed_under(

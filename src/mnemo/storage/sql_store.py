@@ -270,11 +270,16 @@ class SQLStore(SQLStatistics):
     ) -> list[tuple[Memory, Position]]:
         column = sql.SORT_COLUMNS[sort.field]
         direction = "DESC" if sort.descending else "ASC"
-        where, params = sql.where(filters, self._dialect)
+        wanted = None if limit is None else offset + limit
+        by_key = self._page_by_key(filters, wanted)
+        where, params = sql.where(by_key or filters, self._dialect, by_key=by_key is not None)
         if after is not None:
             where += self._q(f" AND (m.{column}, m.rowid) {'<' if sort.descending else '>'} (?, ?)")
             params += [after.value, after.key]
-        order = self._sort_key(column, filters, where, params, None if limit is None else offset + limit)
+        if by_key is not None:
+            order = f"{self._dialect.unindexed}m.{column}"  # the few memories read by key, then sorted
+        else:
+            order = self._sort_key(column, filters, where, params, wanted)
         rows = self._rows(
             f"{sql.SELECT} WHERE {where} ORDER BY {order} {direction}, m.rowid {direction} LIMIT ? OFFSET ?",
             [*params, self._dialect.no_limit if limit is None else limit, offset],
@@ -287,14 +292,20 @@ class SQLStore(SQLStatistics):
 
         return [(sql.memory(row, self.name, self._dialect), position(row)) for row in rows]
 
+    def _page_by_key(self, filters: Filters, wanted: int | None) -> Filters | None:
+        """The filters to read a page's memories by their keys with (a backend may choose to, for its
+        planner); None: as the filters say."""
+        return None
+
     def _sort_key(self, column: str, filters: Filters, where: str, params: list[Any], wanted: int | None) -> str:
         """What a page is ordered by: the column (a backend may write it so that no index serves it)."""
         return f"m.{column}"
 
-    def _count_where(self, filters: Filters) -> tuple[str, list[Any]]:
-        """The condition a count of the memories that pass the filters is written with (a backend may
-        write it for its planner)."""
-        return sql.where(filters, self._dialect)
+    def _count_matching(self, filters: Filters) -> int:
+        """How many memories pass filters that select by more than status and expiry (a backend may
+        plan it for its planner)."""
+        where, params = sql.where(filters, self._dialect)
+        return int(self._one(f"SELECT COUNT(*) FROM memories m WHERE {where}", params))
 
     def count(self, filters: Filters) -> int:
         """How many memories pass the filters. By status and expiry alone (a list's total, a store's
@@ -302,8 +313,7 @@ class SQLStore(SQLStatistics):
         which an index finds, where counting every memory took most of a list's time at 1,000,000."""
         # A viewer is no attribute to a search (it keeps most memories) but is one to a count.
         if filters.selects_by_attribute or filters.visible_to is not None:
-            where, params = self._count_where(filters)
-            return int(self._one(f"SELECT COUNT(*) FROM memories m WHERE {where}", params))
+            return self._count_matching(filters)
         by_status = replace(filters, include_expired=True)
         held, params = sql.where(by_status, self._dialect)
         kept = f"SELECT COALESCE(SUM(m.n), 0) FROM memory_counts m WHERE {held}"

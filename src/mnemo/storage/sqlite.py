@@ -436,14 +436,17 @@ class SQLiteStorage(SQLStore):
             (version,) = db.execute("PRAGMA user_version").fetchone()
             return sqlite_files.problems(db, self.size_bytes(), self._expected(version), thorough=True)
 
+    def _page_by_key(self, filters: Filters, wanted: int | None) -> Filters | None:
+        with self._read() as db:
+            return sqlite_plans.page_through_tags(db, filters, wanted)
+
     def _sort_key(self, column: str, filters: Filters, where: str, params: list[Any], wanted: int | None) -> str:
         with self._read() as db:
             return sqlite_plans.sort_key(db, column, filters, where, params, wanted)
 
-    def _count_where(self, filters: Filters) -> tuple[str, list[Any]]:
+    def _count_matching(self, filters: Filters) -> int:
         with self._read() as db:
-            tagged = sqlite_plans.through_tags(db, filters)
-        return sql.where(tagged or filters, self._dialect, by_key=tagged is not None)
+            return sqlite_plans.count(db, filters)
 
     def back_up(self, reason: str, min_interval_s: float = 0.0) -> str | None:
         """Copy the store, checked whole first, into its backups; the backup's file name, or None

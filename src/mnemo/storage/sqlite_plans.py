@@ -17,7 +17,9 @@ import sqlite3
 from dataclasses import replace
 from typing import Any
 
+from mnemo.model import Status
 from mnemo.query import Filters
+from mnemo.storage import sql
 
 # Filters whose column has an index of its own (sqlite_schema): categories, as the labels filed
 # under them (memories_category) or as the category a label is filed under (memories_filed_under).
@@ -45,23 +47,90 @@ def _held(db: sqlite3.Connection) -> int:
     return int(held)
 
 
-def through_tags(db: sqlite3.Connection, filters: Filters) -> Filters | None:
-    """The filters to count through the tags' list of memories (the tag most memories lack first),
-    when that reads fewer of them than walking an index of every memory; else None."""
+def count(db: sqlite3.Connection, filters: Filters) -> int:
+    """How many memories pass filters that select by more than status and expiry.
+
+    With tags, by the cheapest of three reads. Tags asked alone (with status and expiry): the tagged
+    memories, read from the tags' lists, less those of them that fail status or expiry, found by
+    the status index, when they are fewer (at 1,000,000: 10.5 ms for a tag of 109,573 memories,
+    290-320 ms walked; 28,867 tagged 2 ms, 45 by key). Else the tagged memories by their keys, when
+    few have the tag; or else a walk of an index of every memory, testing each against the tag's
+    list."""
     tags = filters.tags_any or filters.tags_all
     if not tags:
+        return _count_where(db, filters)
+    held = _held(db)
+    enough = held // KEY_READ_COST  # tagged memories past which the walk reads less
+    tagged, rarest_first = _tag_counts(db, filters, tags, enough)
+    if (alone := _alone(filters)) is not None:
+        counted = _tagged_less_failing(db, filters, alone, held, most_failing=min(tagged, enough))
+        if counted is not None:
+            return counted
+    return _count_where(db, rarest_first, by_key=True) if tagged < enough else _count_where(db, filters)
+
+
+def _count_where(db: sqlite3.Connection, filters: Filters, by_key: bool = False) -> int:
+    where, params = sql.where(filters, by_key=by_key)
+    return int(db.execute(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()[0])
+
+
+def _tag_counts(db: sqlite3.Connection, filters: Filters, tags: tuple[str, ...], limit: int) -> tuple[int, Filters]:
+    """How many memories the tags keep, each tag's counted up to ``limit`` from its list (any of
+    them: the sum, at least as many; all: the rarest's), and the filters with the required tags
+    rarest first, the order SQLite reads their lists in."""
+    counts = {tag: _tagged(db, (tag,), limit) for tag in set(tags)}
+    if filters.tags_any:
+        return sum(counts.values()), filters
+    return min(counts.values()), replace(filters, tags_all=tuple(sorted(tags, key=counts.__getitem__)))
+
+
+def _tagged(db: sqlite3.Connection, tags: tuple[str, ...], limit: int) -> int:
+    """The memories with any of the tags, counted up to ``limit`` (from the tags' lists alone)."""
+    query = (
+        f"SELECT count(*) FROM (SELECT DISTINCT memory_rowid FROM memory_tags WHERE tag IN ({_marks(tags)}) LIMIT ?)"
+    )
+    return int(db.execute(query, [*tags, limit]).fetchone()[0])
+
+
+def _alone(filters: Filters) -> tuple[str, ...] | None:
+    """The tags, when filters ask any of them (or the one) and nothing else but status and expiry."""
+    tags = filters.tags_any or (filters.tags_all if filters.tags_all and len(filters.tags_all) == 1 else None)
+    others = replace(filters, tags_any=None, tags_all=None)
+    return None if not tags or filters.visible_to is not None or others.selects_by_attribute else tags
+
+
+def _tagged_less_failing(
+    db: sqlite3.Connection, filters: Filters, tags: tuple[str, ...], held: int, most_failing: int
+) -> int | None:
+    """The memories with any of the tags less those of them that fail the filters' status or expiry,
+    each found by the status index and tested against the tags' lists; None when more than
+    ``most_failing`` memories of the store fail (reading each costs about as much as reading a
+    tagged memory by its key: the other plans read fewer)."""
+    passing = [s.value for s in (Status if filters.statuses is None else filters.statuses)]
+    other = [s.value for s in Status if s.value not in passing]
+    (failing,) = db.execute(f"SELECT COALESCE(SUM(n), 0) FROM memory_counts WHERE status IN ({_marks(other)})",
+                            other).fetchone()  # fmt: skip
+    budget = most_failing - failing
+    now = sql.SQLITE.time(filters.now)
+    expired = f"m.status IN ({_marks(passing)}) AND m.expires_at <= ?"
+    if not filters.include_expired:
+        (soon,) = db.execute(f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {expired} LIMIT ?)",
+                             [*passing, now, max(budget, 0)]).fetchone()  # fmt: skip
+        budget -= soon
+    if budget <= 0:
         return None
-    enough = _held(db) // KEY_READ_COST  # tagged memories past which the walk reads less
-    counts = {
-        tag: db.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM memory_tags WHERE tag = ? LIMIT ?)", (tag, enough)
-        ).fetchone()[0]
-        for tag in set(tags)
-    }
-    tagged = sum(counts.values()) if filters.tags_any else min(counts.values())
-    if tagged >= enough:
-        return None
-    return filters if filters.tags_any else replace(filters, tags_all=tuple(sorted(tags, key=counts.__getitem__)))
+    tagged = f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rowid = m.rowid AND t.tag IN ({_marks(tags)}))"
+    failed = f"SELECT m.rowid FROM memories m WHERE m.status IN ({_marks(other)}) AND {tagged}"
+    params: list[object] = [*other, *tags]
+    if not filters.include_expired:
+        failed += f" UNION ALL SELECT m.rowid FROM memories m WHERE {expired} AND {tagged}"
+        params += [*passing, now, *tags]
+    (failed_count,) = db.execute(f"SELECT count(*) FROM ({failed})", params).fetchone()
+    return _tagged(db, tags, held) - int(failed_count)
+
+
+def _marks(values: list[str] | tuple[str, ...]) -> str:
+    return ", ".join("?" * len(values))
 
 
 def sort_key(
@@ -71,11 +140,27 @@ def sort_key(
     indexed = any(getattr(filters, name) is not None for name in _INDEXED)
     if not indexed or wanted is None:
         return f"m.{column}"
-    held = _held(db)
-    # Walking the order reads about wanted * held / matches memories to find ``wanted``; reading
-    # the matches from their index and sorting them reads ``matches``: equal at this many.
-    even = math.isqrt(wanted * max(1, held)) + 1
+    even = _even(wanted, _held(db))
     (matches,) = db.execute(
         f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?)", [*params, even]
     ).fetchone()
     return f"+m.{column}" if matches < even else f"m.{column}"
+
+
+def page_through_tags(db: sqlite3.Connection, filters: Filters, wanted: int | None) -> Filters | None:
+    """The filters to read a page's memories through the tags' lists with (the tag most memories
+    lack first), when fewer are tagged than walking the sort order would read to fill the page;
+    else None. At 1,000,000 memories a page of the one memory with a tag walked them all: 97 ms."""
+    tags = filters.tags_any or filters.tags_all
+    if not tags or wanted is None:
+        return None
+    even = _even(wanted, _held(db))
+    tagged, rarest_first = _tag_counts(db, filters, tags, even)
+    return rarest_first if tagged < even else None
+
+
+def _even(wanted: int, held: int) -> int:
+    """Matches at which a page's two reads cost alike: walking the sort order reads about
+    wanted * held / matches memories to find ``wanted``; reading the matches by their key (or
+    index) and sorting them reads ``matches``."""
+    return math.isqrt(wanted * max(1, held)) + 1
