@@ -41,6 +41,8 @@ def cases(now: datetime) -> dict[str, dict[str, Any]]:
         "access level shared (none), by creation": {"access_levels": ["shared"]},
         "created in the last week, by creation": {"date_range": DateRange(now - timedelta(days=7), now)},
         "importance 0.999 or more, by creation": {"importance_min": 0.999},
+        "importance band high (spec 000), by creation": {"importance_bands": ["high"]},
+        "importance band medium, by importance": {"importance_bands": ["medium"], "sort": by_importance},
         "none, page at offset 5,000": {"offset": 5_000},
     }
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -74,6 +74,32 @@ IMPORTANCE_BAND = (
     f"CASE WHEN m.importance >= {IMPORTANCE_HIGH_MIN} THEN 'high'"
     f" WHEN m.importance >= {IMPORTANCE_MEDIUM_MIN} THEN 'medium' ELSE 'low' END"
 )
+# The bands low, medium and high, in order, as ranges of importance: [lowest, below), None unbounded.
+_BAND_RANGES = {
+    "low": (None, IMPORTANCE_MEDIUM_MIN),
+    "medium": (IMPORTANCE_MEDIUM_MIN, IMPORTANCE_HIGH_MIN),
+    "high": (IMPORTANCE_HIGH_MIN, None),
+}
+
+
+def bands_as_range(f: Filters) -> Filters:
+    """The filters with importance bands that make one range (not low and high alone) written as
+    that range, which an importance index serves: a count then reads the band's memories alone,
+    where the CASE reads every memory's (80 ms for 300,692 of 1,000,000, against ~16). Else as they
+    are. For a page only when it is sorted by importance: one sorted by another field would read
+    the whole range (770-1,070 ms for a band of 300,000), where the CASE is tested as it walks."""
+    bands = f.importance_bands
+    own_bounds = (f.importance_min, f.importance_max, f.importance_below)
+    if not bands or any(bound is not None for bound in own_bounds) or not set(bands) <= set(_BAND_RANGES):
+        return f
+    order = list(_BAND_RANGES)
+    chosen = sorted({order.index(band) for band in bands})
+    if chosen[-1] - chosen[0] + 1 != len(chosen):
+        return f
+    lowest, below = _BAND_RANGES[order[chosen[0]]][0], _BAND_RANGES[order[chosen[-1]]][1]
+    return replace(f, importance_bands=None, importance_min=lowest, importance_below=below)
+
+
 # How to group, and what to call each group: one subject is one key, shown as it was first spelt.
 GROUP_EXPR = {
     GroupKey.STATUS: ("m.status", "m.status"),

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from mnemo.errors import Conflict, Duplicate
 from mnemo.model import Backup, Change, Memory, to_iso
-from mnemo.query import Filters, Position, RankFields, Sort, TextHit
+from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit
 from mnemo.storage import IdempotentCall, Job, StoredVector, sql
 from mnemo.storage.sql_stats import SQLStatistics
 
@@ -271,6 +271,8 @@ class SQLStore(SQLStatistics):
         column = sql.SORT_COLUMNS[sort.field]
         direction = "DESC" if sort.descending else "ASC"
         wanted = None if limit is None else offset + limit
+        if sort.field is SortField.IMPORTANCE:  # the bands' range is where the page's order starts
+            filters = sql.bands_as_range(filters)
         by_key = self._page_by_key(filters, wanted)
         where, params = sql.where(by_key or filters, self._dialect, by_key=by_key is not None)
         if after is not None:
@@ -313,7 +315,7 @@ class SQLStore(SQLStatistics):
         which an index finds, where counting every memory took most of a list's time at 1,000,000."""
         # A viewer is no attribute to a search (it keeps most memories) but is one to a count.
         if filters.selects_by_attribute or filters.visible_to is not None:
-            return self._count_matching(filters)
+            return self._count_matching(sql.bands_as_range(filters))
         by_status = replace(filters, include_expired=True)
         held, params = sql.where(by_status, self._dialect)
         kept = f"SELECT COALESCE(SUM(m.n), 0) FROM memory_counts m WHERE {held}"
