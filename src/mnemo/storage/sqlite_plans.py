@@ -53,7 +53,8 @@ def count(db: sqlite3.Connection, filters: Filters) -> int:
     With tags, by the cheapest of three reads. Tags asked alone (with status and expiry): the tagged
     memories, read from the tags' lists, less those of them that fail status or expiry, found by
     the status index, when they are fewer (at 1,000,000: 10.5 ms for a tag of 109,573 memories,
-    290-320 ms walked; 28,867 tagged 2 ms, 45 by key). Else the tagged memories by their keys, when
+    290-320 ms walked; 28,867 tagged 2 ms, 45 by key; two tags all required, 3,421 of 28,867 with
+    the rarer, 13 ms). Else the tagged memories by their keys, when
     few have the tag; or else a walk of an index of every memory, testing each against the tag's
     list."""
     tags = filters.tags_any or filters.tags_all
@@ -62,8 +63,8 @@ def count(db: sqlite3.Connection, filters: Filters) -> int:
     held = _held(db)
     enough = held // KEY_READ_COST  # tagged memories past which the walk reads less
     tagged, rarest_first = _tag_counts(db, filters, tags, enough)
-    if (alone := _alone(filters)) is not None:
-        counted = _tagged_less_failing(db, filters, alone, held, most_failing=min(tagged, enough))
+    if _tags_alone(filters):
+        counted = _tagged_less_failing(db, rarest_first, held, most_failing=min(tagged, enough))
         if counted is not None:
             return counted
     return _count_where(db, rarest_first, by_key=True) if tagged < enough else _count_where(db, filters)
@@ -84,28 +85,35 @@ def _tag_counts(db: sqlite3.Connection, filters: Filters, tags: tuple[str, ...],
     return min(counts.values()), replace(filters, tags_all=tuple(sorted(tags, key=counts.__getitem__)))
 
 
-def _tagged(db: sqlite3.Connection, tags: tuple[str, ...], limit: int) -> int:
-    """The memories with any of the tags, counted up to ``limit`` (from the tags' lists alone)."""
-    query = (
-        f"SELECT count(*) FROM (SELECT DISTINCT memory_rowid FROM memory_tags WHERE tag IN ({_marks(tags)}) LIMIT ?)"
-    )
-    return int(db.execute(query, [*tags, limit]).fetchone()[0])
+def _tagged(db: sqlite3.Connection, tags: tuple[str, ...], limit: int, every: bool = False) -> int:
+    """The memories with any of the tags (``every``: all of them, the rarest first), counted up to
+    ``limit`` from the tags' lists alone: the first tag's list, each memory of it looked up in the
+    others' (at 1,000,000: 28,867 and 96,144 tagged, 3,421 with both, 12.9 ms)."""
+    if every:
+        also = "".join(" AND " + _has_tag("t.memory_rowid", f"t{i}") for i in range(1, len(tags)))
+        rows = f"SELECT 1 FROM memory_tags t WHERE t.tag = ?{also} LIMIT ?"
+    else:
+        rows = f"SELECT DISTINCT memory_rowid FROM memory_tags WHERE tag IN ({_marks(tags)}) LIMIT ?"
+    return int(db.execute(f"SELECT count(*) FROM ({rows})", [*tags, limit]).fetchone()[0])
 
 
-def _alone(filters: Filters) -> tuple[str, ...] | None:
-    """The tags, when filters ask any of them (or the one) and nothing else but status and expiry."""
-    tags = filters.tags_any or (filters.tags_all if filters.tags_all and len(filters.tags_all) == 1 else None)
+def _has_tag(key: str, alias: str, count: int = 1) -> str:
+    """SQL true when the memory of ``key`` has one of ``count`` tags (parameters)."""
+    marks = ", ".join("?" * count)
+    return f"EXISTS (SELECT 1 FROM memory_tags {alias} WHERE {alias}.memory_rowid = {key} AND {alias}.tag IN ({marks}))"
+
+
+def _tags_alone(filters: Filters) -> bool:
+    """Whether filters ask tags and nothing else but status and expiry."""
     others = replace(filters, tags_any=None, tags_all=None)
-    return None if not tags or filters.visible_to is not None or others.selects_by_attribute else tags
+    return bool(filters.tags_any or filters.tags_all) and filters.visible_to is None and not others.selects_by_attribute
 
 
-def _tagged_less_failing(
-    db: sqlite3.Connection, filters: Filters, tags: tuple[str, ...], held: int, most_failing: int
-) -> int | None:
-    """The memories with any of the tags less those of them that fail the filters' status or expiry,
-    each found by the status index and tested against the tags' lists; None when more than
-    ``most_failing`` memories of the store fail (reading each costs about as much as reading a
-    tagged memory by its key: the other plans read fewer)."""
+def _tagged_less_failing(db: sqlite3.Connection, filters: Filters, held: int, most_failing: int) -> int | None:
+    """The memories with the filters' tags (any, or all: the rarest first) less those of them that
+    fail the filters' status or expiry, each found by the status index and tested against the tags'
+    lists; None when more than ``most_failing`` memories of the store fail (reading each costs about
+    as much as reading a tagged memory by its key: the other plans read fewer)."""
     passing = [s.value for s in (Status if filters.statuses is None else filters.statuses)]
     other = [s.value for s in Status if s.value not in passing]
     (failing,) = db.execute(f"SELECT COALESCE(SUM(n), 0) FROM memory_counts WHERE status IN ({_marks(other)})",
@@ -119,14 +127,18 @@ def _tagged_less_failing(
         budget -= soon
     if budget <= 0:
         return None
-    tagged = f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rowid = m.rowid AND t.tag IN ({_marks(tags)}))"
+    if filters.tags_any:
+        tags, tagged = filters.tags_any, _has_tag("m.rowid", "t", len(filters.tags_any))
+    else:
+        tags = filters.tags_all or ()
+        tagged = " AND ".join(_has_tag("m.rowid", f"t{i}") for i in range(len(tags)))
     failed = f"SELECT m.rowid FROM memories m WHERE m.status IN ({_marks(other)}) AND {tagged}"
     params: list[object] = [*other, *tags]
     if not filters.include_expired:
         failed += f" UNION ALL SELECT m.rowid FROM memories m WHERE {expired} AND {tagged}"
         params += [*passing, now, *tags]
     (failed_count,) = db.execute(f"SELECT count(*) FROM ({failed})", params).fetchone()
-    return _tagged(db, tags, held) - int(failed_count)
+    return _tagged(db, tags, held, every=not filters.tags_any) - int(failed_count)
 
 
 def _marks(values: list[str] | tuple[str, ...]) -> str:
