@@ -196,9 +196,7 @@ def test_a_count_of_tags_alone_is_their_list_less_the_memories_that_fail_status_
     # A tag of 109,573 memories of 1,000,000 counted walking the status index 290-320 ms; its list
     # less the few memories that fail (none there), 10.5 ms. Here 4 of 304 fail: 2 forgotten, 2 expired.
     def fill(service: MemoryService) -> None:
-        _tagged(service)
-        for n in range(240):
-            service.store(f"untagged note {n} about the orchard")
+        _tagged_among_others(service)
         for n in range(4):
             service.store(f"passing note {n} about the pond", tags=["common", "rare"],
                           expires_at=clock.now() + timedelta(hours=n + 1))  # fmt: skip
@@ -225,6 +223,40 @@ def test_a_count_of_tags_alone_is_their_list_less_the_memories_that_fail_status_
     assert not [step for step in plan if step.startswith(("SCAN m", "SCAN t"))], plan  # no table read whole
     probes = [step for step in plan if step.startswith("SEARCH t")]  # each failing memory's tags, by its key
     assert probes and all("memory_rowid=?" in step for step in probes), plan
+
+
+def _tagged_among_others(service: MemoryService) -> None:
+    """300 memories: _tagged's 60 and 240 untagged."""
+    _tagged(service)
+    for n in range(240):
+        service.store(f"untagged note {n} about the orchard")
+
+
+def test_a_page_of_the_few_memories_with_a_tag_reads_them_by_key_and_sorts_them(tmp_path: Path, clock: ManualClock):
+    # At 1,000,000 memories a page of the one memory with a tag walked the order through them all (97 ms).
+    page = Filters(now=clock.now(), tags_any=("rare",))
+    rows, statements = _traced(
+        tmp_path, clock, _tagged_among_others, lambda storage: storage.select(page, Sort(SortField.CREATED_AT, True), 5)
+    )
+    assert len(rows) == 2 and all("rare" in memory.tags for memory, _ in rows)
+    plan = _plan(tmp_path, _page_of(statements))
+    assert plan[0] == "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)" and "TEMP B-TREE" in plan[-1], plan
+
+
+def test_a_page_of_the_many_memories_with_a_tag_walks_the_order_looking_each_one_s_tags_up(
+    tmp_path: Path, clock: ManualClock
+):
+    # A list of every memory with the tag was built before the walk: 28 ms of a page at 1,000,000
+    # memories for a tag 202,902 have, where the walk reads about a hundred (0.1 ms).
+    page = Filters(now=clock.now(), tags_any=("common",))
+    rows, statements = _traced(
+        tmp_path, clock, _tagged_among_others, lambda storage: storage.select(page, Sort(SortField.CREATED_AT, True), 5)
+    )
+    assert len(rows) == 5 and all("common" in memory.tags for memory, _ in rows)
+    plan = _plan(tmp_path, _page_of(statements))
+    assert plan[0].startswith("SEARCH m USING INDEX memories_status_created (status=?)"), plan
+    assert not [step for step in plan if step.startswith("LIST SUBQUERY")], plan
+    assert "SEARCH t USING PRIMARY KEY (tag=? AND memory_rowid=?)" in plan, plan
 
 
 def test_the_custom_category_is_found_from_the_index_of_what_each_label_is_filed_under(

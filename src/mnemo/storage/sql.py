@@ -236,9 +236,13 @@ def change(row: Sequence[Any], store: str, read_time: Callable[[Any], datetime] 
                   reason=row[6], previous=None if row[7] is None else from_snapshot(row[7], store))  # fmt: skip
 
 
-def where(f: Filters, dialect: Dialect = SQLITE, by_key: bool = False) -> tuple[str, list[Any]]:
+def where(
+    f: Filters, dialect: Dialect = SQLITE, by_key: bool = False, tags_probed: bool = False
+) -> tuple[str, list[Any]]:
     """The SQL condition (over alias ``m``) for a Filters value, and its parameters. ``by_key``: the
-    memories are best reached by their keys (a tag's list of them), as they are when ids are given."""
+    memories are best reached by their keys (a tag's list of them), as they are when ids are given.
+    ``tags_probed``: each memory's tags are looked up as it is read, not tested against a list of
+    every tagged memory built first (for a walk that stops early: a page)."""
     mark, t = dialect.mark, dialect.time
     clauses: list[str] = []
     params: list[Any] = []
@@ -309,13 +313,16 @@ def where(f: Filters, dialect: Dialect = SQLITE, by_key: bool = False) -> tuple[
         content, agent, tag = (dialect.contains(text, folded) for text in ("m.content", AGENT_TEXT, "tag"))
         clauses.append(f"({content} OR {agent} OR m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE {tag}))")
         params.extend([needle] * 3)
+    tagged = (
+        "EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rowid = m.rowid AND t.tag IN ({}))"
+        if tags_probed
+        else "m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag IN ({}))"
+    )
     if f.tags_any:
-        clauses.append(
-            f"m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag IN ({', '.join([mark] * len(f.tags_any))}))"
-        )
+        clauses.append(tagged.format(", ".join([mark] * len(f.tags_any))))
         params.extend(f.tags_any)
     for tag in f.tags_all or ():
-        compare("m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag = ?)", tag)
+        compare(tagged.format("?"), tag)
     if not f.include_expired:
         compare("(m.expires_at IS NULL OR m.expires_at > ?)", t(f.now))
     return (" AND ".join(clauses) or "1 = 1"), params

@@ -273,12 +273,11 @@ class SQLStore(SQLStatistics):
         wanted = None if limit is None else offset + limit
         if sort.field is SortField.IMPORTANCE:  # the bands' range is where the page's order starts
             filters = sql.bands_as_range(filters)
-        by_key = self._page_by_key(filters, wanted)
-        where, params = sql.where(by_key or filters, self._dialect, by_key=by_key is not None)
+        where, params, by_key = self._page_where(filters, wanted)
         if after is not None:
             where += self._q(f" AND (m.{column}, m.rowid) {'<' if sort.descending else '>'} (?, ?)")
             params += [after.value, after.key]
-        if by_key is not None:
+        if by_key:
             order = f"{self._dialect.unindexed}m.{column}"  # the few memories read by key, then sorted
         else:
             order = self._sort_key(column, filters, where, params, wanted)
@@ -294,10 +293,11 @@ class SQLStore(SQLStatistics):
 
         return [(sql.memory(row, self.name, self._dialect), position(row)) for row in rows]
 
-    def _page_by_key(self, filters: Filters, wanted: int | None) -> Filters | None:
-        """The filters to read a page's memories by their keys with (a backend may choose to, for its
-        planner); None: as the filters say."""
-        return None
+    def _page_where(self, filters: Filters, wanted: int | None) -> tuple[str, list[Any], bool]:
+        """The condition a page of ``wanted`` memories is read with, its parameters, and whether it
+        reads them by their keys (a backend may plan it for its planner)."""
+        where, params = sql.where(filters, self._dialect)
+        return where, params, False
 
     def _sort_key(self, column: str, filters: Filters, where: str, params: list[Any], wanted: int | None) -> str:
         """What a page is ordered by: the column (a backend may write it so that no index serves it)."""
