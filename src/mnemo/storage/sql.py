@@ -236,6 +236,12 @@ def change(row: Sequence[Any], store: str, read_time: Callable[[Any], datetime] 
                   reason=row[6], previous=None if row[7] is None else from_snapshot(row[7], store))  # fmt: skip
 
 
+def tag_lookup(marks: str, key: str = "m.rowid", alias: str = "t") -> str:
+    """SQL true when the memory of ``key`` has one of the tags ``marks`` stand for, looked up by
+    that key in ``memory_tags`` (its own alias: several may be ANDed)."""
+    return f"EXISTS (SELECT 1 FROM memory_tags {alias} WHERE {alias}.memory_rowid = {key} AND {alias}.tag IN ({marks}))"
+
+
 def where(
     f: Filters, dialect: Dialect = SQLITE, by_key: bool = False, tags_probed: bool = False
 ) -> tuple[str, list[Any]]:
@@ -313,16 +319,20 @@ def where(
         content, agent, tag = (dialect.contains(text, folded) for text in ("m.content", AGENT_TEXT, "tag"))
         clauses.append(f"({content} OR {agent} OR m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE {tag}))")
         params.extend([needle] * 3)
-    tagged = (
-        "EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rowid = m.rowid AND t.tag IN ({}))"
-        if tags_probed
-        else "m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag IN ({}))"
-    )
+
+    def tagged(marks: str) -> str:
+        return (
+            tag_lookup(marks)
+            if tags_probed
+            else f"m.rowid IN (SELECT memory_rowid FROM memory_tags WHERE tag IN ({marks}))"
+        )
+
     if f.tags_any:
-        clauses.append(tagged.format(", ".join([mark] * len(f.tags_any))))
+        clauses.append(tagged(", ".join([mark] * len(f.tags_any))))
         params.extend(f.tags_any)
     for tag in f.tags_all or ():
-        compare(tagged.format("?"), tag)
+        clauses.append(tagged(mark))
+        params.append(tag)
     if not f.include_expired:
         compare("(m.expires_at IS NULL OR m.expires_at > ?)", t(f.now))
     return (" AND ".join(clauses) or "1 = 1"), params
