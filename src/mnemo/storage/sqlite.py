@@ -437,10 +437,11 @@ class SQLiteStorage(SQLStore):
             return sqlite_files.problems(db, self.size_bytes(), self._expected(version), thorough=True)
 
     def _page_where(self, filters: Filters, wanted: int | None) -> tuple[str, list[Any], bool]:
-        with self._read() as db:
-            keyed = sqlite_plans.page_through_tags(db, filters, wanted)
-        if keyed is not None:
-            return (*sql.where(keyed, by_key=True), True)
+        if wanted is not None and (filters.tags_any or filters.tags_all):  # else no count decides: no read
+            with self._read() as db:
+                keyed = sqlite_plans.page_through_tags(db, filters, wanted)
+            if keyed is not None:
+                return (*sql.where(keyed, by_key=True), True)
         # Walking an order, each memory's tags are looked up as it comes: a list of the 202,902 with
         # a tag built first took 28 ms of a page at 1,000,000 memories (0.1 ms looked up).
         return (*sql.where(filters, tags_probed=True), False)

@@ -54,9 +54,8 @@ def count(db: sqlite3.Connection, filters: Filters) -> int:
     memories, read from the tags' lists, less those of them that fail status or expiry, found by
     the status index, when they are fewer (at 1,000,000: 10.5 ms for a tag of 109,573 memories,
     290-320 ms walked; 28,867 tagged 2 ms, 45 by key; two tags all required, 3,421 of 28,867 with
-    the rarer, 13 ms). Else the tagged memories by their keys, when
-    few have the tag; or else a walk of an index of every memory, testing each against the tag's
-    list."""
+    the rarer, 13 ms). Else the tagged memories by their keys, when few have the tag; or else a
+    walk of an index of every memory, testing each against the tag's list."""
     tags = filters.tags_any or filters.tags_all
     if not tags:
         return _count_where(db, filters)
@@ -153,12 +152,13 @@ def sort_key(
     return f"+m.{column}" if matches < even else f"m.{column}"
 
 
-def page_through_tags(db: sqlite3.Connection, filters: Filters, wanted: int | None) -> Filters | None:
-    """The filters to read a page's memories through the tags' lists with (the tag most memories
-    lack first), when fewer are tagged than walking the sort order would read to fill the page;
-    else None. At 1,000,000 memories a page of the one memory with a tag walked them all: 97 ms."""
+def page_through_tags(db: sqlite3.Connection, filters: Filters, wanted: int) -> Filters | None:
+    """The filters to read a page of ``wanted`` memories through the tags' lists with (the tag most
+    memories lack first), when fewer are tagged than walking the sort order would read to fill the
+    page; else None (and without tags). At 1,000,000 memories a page of the one memory with a tag
+    walked them all: 97 ms."""
     tags = filters.tags_any or filters.tags_all
-    if not tags or wanted is None:
+    if not tags:
         return None
     even = _even(wanted, _held(db))
     tagged, rarest_first = _tag_counts(db, filters, tags, even)
