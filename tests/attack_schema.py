@@ -86,21 +86,14 @@ class Pool:
 
 
 class Schema:
-    """One tool's input schema with its ``$defs``; draws arguments for it."""
+    """One tool's input schema (served whole, without ``$ref``); draws arguments for it."""
 
     def __init__(self, schema: dict[str, Any], pool: Pool) -> None:
         self.root = schema
         self.pool = pool
 
-    def _resolve(self, schema: dict[str, Any]) -> dict[str, Any]:
-        while "$ref" in schema:
-            name = schema["$ref"].rsplit("/", 1)[-1]
-            schema = {**self.root.get("$defs", {})[name], **{k: v for k, v in schema.items() if k != "$ref"}}
-        return schema
-
     # -- valid and boundary values --------------------------------------------------------
     def valid(self, schema: dict[str, Any], depth: int = 0) -> st.SearchStrategy[Any]:
-        schema = self._resolve(schema)
         if "anyOf" in schema:
             return st.one_of([self.valid(branch, depth) for branch in schema["anyOf"]])
         if "enum" in schema:
@@ -163,12 +156,11 @@ class Schema:
     # -- anything, valid or not -------------------------------------------------------------
     def attack(self, schema: dict[str, Any], depth: int = 0) -> st.SearchStrategy[Any]:
         """Mostly valid values, sometimes a hostile one; nested objects are attacked inside too."""
-        resolved = self._resolve(schema)
-        if depth < 3 and (resolved.get("type") == "object" or "properties" in resolved):
-            inner = self._object(resolved, depth, hostile=True)
+        if depth < 3 and (schema.get("type") == "object" or "properties" in schema):
+            inner = self._object(schema, depth, hostile=True)
         else:
-            inner = self.valid(resolved, depth)
-        return st.one_of(inner, inner, inner, inner, inner, st.sampled_from(HOSTILE), _past_edges(resolved))
+            inner = self.valid(schema, depth)
+        return st.one_of(inner, inner, inner, inner, inner, st.sampled_from(HOSTILE), _past_edges(schema))
 
     def arguments(self) -> st.SearchStrategy[dict[str, Any]]:
         """A tool's whole arguments: valid ones as often as attacked ones, where a required key may

@@ -53,12 +53,10 @@ async def test_each_tool_is_annotated_truthfully(client, tool, read_only, destru
 
 
 def prop(schema: dict[str, Any], *path: str) -> dict[str, Any]:
-    """The schema of a property path, with any "$ref" into "$defs" merged in."""
+    """The schema of a property path."""
     node = schema
     for name in path:
         node = node["properties"][name]
-        if "$ref" in node:
-            node = {**schema["$defs"][node["$ref"].rsplit("/", 1)[-1]], **node}
     return node
 
 

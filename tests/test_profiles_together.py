@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+from jsonschema.validators import validator_for
 from mcp import Client
 
 import spec004
@@ -51,6 +52,18 @@ async def test_each_profile_lists_exactly_its_specs_tools(settings: Settings, cl
     async with five_clients(settings, clock) as clients:
         for profile, client in clients.items():
             assert {t.name for t in (await client.list_tools()).tools} == TOOLS[profile], profile
+
+
+async def test_every_tool_schema_is_whole_json_schema_without_refs(settings: Settings, clock: ManualClock):
+    # Several clients do not follow "$ref" into "$defs": a tool would show no parameters there.
+    async with five_clients(settings, clock) as clients:
+        for profile, client in clients.items():
+            for tool in (await client.list_tools()).tools:
+                for schema in (tool.input_schema, tool.output_schema):
+                    if schema is None:
+                        continue
+                    assert "$ref" not in json.dumps(schema) and "$defs" not in schema, (profile, tool.name)
+                    validator_for(schema).check_schema(schema)
 
 
 async def test_a_memory_written_through_any_profile_is_read_through_the_others(settings: Settings, clock: ManualClock):

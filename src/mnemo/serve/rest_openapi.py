@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from mnemo import __version__
@@ -58,29 +57,6 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _hoisted(schema: dict[str, Any], prefix: str, components: dict[str, Any]) -> dict[str, Any]:
-    """The schema with its ``$defs`` moved into the components (refs rewritten to point there)."""
-    schema = copy.deepcopy(schema)
-    for name, definition in schema.pop("$defs", {}).items():
-        components[f"{prefix}.{name}"] = definition
-
-    def rewrite(node: Any) -> None:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                node["$ref"] = f"#/components/schemas/{prefix}.{ref.removeprefix('#/$defs/')}"
-            for value in node.values():
-                rewrite(value)
-        elif isinstance(node, list):
-            for value in node:
-                rewrite(value)
-
-    rewrite(schema)
-    for definition in components.values():
-        rewrite(definition)
-    return schema
-
-
 def _without(schema: dict[str, Any], name: str) -> dict[str, Any]:
     """The schema without one property (it comes from the path)."""
     trimmed = {**schema, "properties": {k: v for k, v in schema.get("properties", {}).items() if k != name}}
@@ -112,11 +88,11 @@ def openapi_document(endpoints: tuple[Endpoint, ...], tools: dict[str, Any], pre
         if parameters:
             operation["parameters"] = parameters
         if endpoint.body:
-            body = _hoisted(tool.input_schema, endpoint.tool, components)
+            body = tool.input_schema
             if "{memory_id}" in endpoint.path:
                 body = _without(body, "memory_id")
             operation["requestBody"] = {"required": False, "content": {"application/json": {"schema": body}}}
-        output = _hoisted(tool.output_schema or {"type": "object"}, f"{endpoint.tool}.out", components)
+        output = tool.output_schema or {"type": "object"}
         ok = "201" if endpoint.created else "200"
         operation["responses"] = {ok: _json(output, "the tool's answer"), **errors}
         paths.setdefault(prefix + endpoint.path, {})[endpoint.method.lower()] = operation

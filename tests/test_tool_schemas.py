@@ -1,0 +1,42 @@
+"""Tool schemas are served with their definitions inlined (see mnemo.profiles.tool_schemas)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mnemo.profiles.tool_schemas import inlined
+
+
+def test_a_reference_becomes_its_definition_and_the_fields_own_keywords_win():
+    schema = {
+        "type": "object",
+        "properties": {
+            "when": {"$ref": "#/$defs/Range", "description": "the field's own words"},
+            "many": {"type": "array", "items": {"$ref": "#/$defs/Range"}},
+        },
+        "$defs": {
+            "Range": {"type": "object", "description": "a range", "properties": {"start": {"$ref": "#/$defs/Day"}}},
+            "Day": {"type": "string", "format": "date"},
+        },
+    }
+    day = {"type": "string", "format": "date"}
+    a_range = {"type": "object", "description": "a range", "properties": {"start": day}}
+    assert inlined(schema) == {
+        "type": "object",
+        "properties": {
+            "when": {"type": "object", "description": "the field's own words", "properties": {"start": day}},
+            "many": {"type": "array", "items": a_range},
+        },
+    }
+
+
+def test_a_definition_that_refers_to_itself_is_refused():
+    node = {"properties": {"children": {"items": {"$ref": "#/$defs/Node"}}}}
+    tree = {"$ref": "#/$defs/Node", "$defs": {"Node": node}}
+    with pytest.raises(ValueError, match="refers to itself"):
+        inlined(tree)
+
+
+def test_a_reference_outside_the_definitions_is_refused():
+    with pytest.raises(ValueError, match="not among its \\$defs"):
+        inlined({"properties": {"a": {"$ref": "https://example.com/schema.json"}}})
