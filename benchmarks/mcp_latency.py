@@ -127,7 +127,7 @@ FLOOR_SERVER = textwrap.dedent(
     import json, sys
     from mcp.server.mcpserver import MCPServer
     from mnemo.profiles.full_schemas import RecallMemoriesResult
-    from mnemo.profiles.tool_schemas import inline_schema_refs
+    from mnemo.profiles.tool_schemas import serve_lean_schemas
 
     answer = json.loads(open(sys.argv[1]).read())
     server = MCPServer("floor")
@@ -138,7 +138,7 @@ FLOOR_SERVER = textwrap.dedent(
         return RecallMemoriesResult.model_validate(answer)
 
 
-    inline_schema_refs(server)  # the output schema mnemo serves, so the client checks the same
+    serve_lean_schemas(server)  # the output schema mnemo serves, so the client checks the same
     server.run()
     """
 )

@@ -1,10 +1,10 @@
-"""Tool schemas are served with their definitions inlined (see mnemo.profiles.tool_schemas)."""
+"""Tool schemas are served with their definitions inlined and without titles (see mnemo.profiles.tool_schemas)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mnemo.profiles.tool_schemas import inlined
+from mnemo.profiles.tool_schemas import inlined, served, untitled
 
 
 def test_a_reference_becomes_its_definition_and_the_fields_own_keywords_win():
@@ -40,3 +40,29 @@ def test_a_definition_that_refers_to_itself_is_refused():
 def test_a_reference_outside_the_definitions_is_refused():
     with pytest.raises(ValueError, match="not among its \\$defs"):
         inlined({"properties": {"a": {"$ref": "https://example.com/schema.json"}}})
+
+
+def test_titles_go_but_a_property_named_title_and_values_that_hold_one_stay():
+    schema = {
+        "title": "NoteArguments",
+        "type": "object",
+        "properties": {
+            "title": {"title": "Title", "type": "string", "default": "untitled"},
+            "meta": {"title": "Meta", "type": "object", "default": {"title": "kept"}, "examples": [{"title": "x"}]},
+        },
+    }
+    assert untitled(schema) == {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "default": "untitled"},
+            "meta": {"type": "object", "default": {"title": "kept"}, "examples": [{"title": "x"}]},
+        },
+    }
+
+
+def test_a_default_that_looks_like_a_reference_is_data():
+    schema = {
+        "properties": {"a": {"$ref": "#/$defs/A", "default": {"$ref": "#/nowhere"}}},
+        "$defs": {"A": {"title": "A"}},
+    }
+    assert served(schema) == {"properties": {"a": {"default": {"$ref": "#/nowhere"}}}}

@@ -35,7 +35,7 @@ from mnemo.lifecycle.maintenance import maintain
 from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
 from mnemo.profiles.arguments import keep_strings_literal
-from mnemo.profiles.tool_schemas import inline_schema_refs
+from mnemo.profiles.tool_schemas import serve_lean_schemas
 from mnemo.request_ledger import RateLimits
 from mnemo.serve.options import HttpOptions
 from mnemo.serve.stdio import guarded_stdio
@@ -72,7 +72,7 @@ class ProfileServer(MCPServer):
                 raise ValueError(f"profile {profile.name!r} serves named stores: pass them")
             profile.register_stores(self, stores)
         keep_strings_literal(self)
-        inline_schema_refs(self)
+        serve_lean_schemas(self)
 
     async def run_stdio_async(self) -> None:
         """Serve on stdin/stdout through mnemo's guarded transport (see ``mnemo.serve.stdio``)."""

@@ -1,10 +1,15 @@
-"""The tool schemas a server advertises, written out whole: no ``$ref`` into ``$defs``.
+"""The tool schemas a server advertises: whole (no ``$ref`` into ``$defs``) and without pydantic's titles.
 
 pydantic writes a nested model once under ``$defs`` and points at it with ``$ref``. That is valid
 JSON Schema, but several MCP clients do not follow the pointers (a tool then shows no parameters or
 is refused at listing), and a client that checks every answer against the output schema resolves
 each pointer on every call: for a 10-result recall that is ~0.4 of the Python SDK client's ~1.5 ms
 of checking. So every tool's input and output schema is served with its definitions inlined.
+
+pydantic also titles every property and model after its name ("memory_id" gets "Memory Id"). The
+title says nothing the name does not, and a client hands the input schemas to its model on every
+turn: they were a sixth of full's (3.2 of 18.1 KB). mnemo sets no title of its own in a schema, so
+they are all left out.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from typing import Any
 from mcp.server import MCPServer
 
 DEFS_PREFIX = "#/$defs/"
+# Keywords whose value is data, not a schema: nothing inside them is a title or a reference.
+VALUE_KEYWORDS = frozenset({"default", "const", "enum", "examples"})
 
 
 def inlined(schema: dict[str, Any]) -> dict[str, Any]:
@@ -38,15 +45,48 @@ def inlined(schema: dict[str, Any]) -> dict[str, Any]:
                 raise ValueError(f"schema definition {name!r} refers to itself")
             beside = {key: value for key, value in node.items() if key != "$ref"}
             return resolve({**definitions[name], **beside}, (*seen, name))
-        return {key: resolve(value, seen) for key, value in node.items() if key != "$defs"}
+        return {
+            key: value if key in VALUE_KEYWORDS else resolve(value, seen)
+            for key, value in node.items()
+            if key != "$defs"
+        }
 
     resolved: dict[str, Any] = resolve(schema, ())
     return resolved
 
 
-def inline_schema_refs(server: MCPServer) -> None:
-    """Serve every tool registered so far with its input and output schemas inlined."""
+def untitled(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without the ``title`` keyword anywhere (a property may still be named "title")."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, list):
+            return [strip(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        kept: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "title":
+                continue
+            if key in VALUE_KEYWORDS:
+                kept[key] = value
+            elif key == "properties" and isinstance(value, dict):  # names → schemas
+                kept[key] = {name: strip(property_schema) for name, property_schema in value.items()}
+            else:
+                kept[key] = strip(value)
+        return kept
+
+    stripped: dict[str, Any] = strip(schema)
+    return stripped
+
+
+def served(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema as a tool advertises it: whole and untitled."""
+    return untitled(inlined(schema))
+
+
+def serve_lean_schemas(server: MCPServer) -> None:
+    """Advertise every tool registered so far with ``served`` input and output schemas."""
     for tool in server._tool_manager.list_tools():  # the SDK offers no public hook for this
-        tool.parameters = inlined(tool.parameters)
+        tool.parameters = served(tool.parameters)
         if tool.fn_metadata.output_schema is not None:
-            tool.fn_metadata.output_schema = inlined(tool.fn_metadata.output_schema)
+            tool.fn_metadata.output_schema = served(tool.fn_metadata.output_schema)
