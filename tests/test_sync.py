@@ -27,7 +27,7 @@ from mnemo.embed.fake import FakeEmbedder
 from mnemo.engine.results import TagEdit
 from mnemo.errors import Conflict, InvalidInput, Locked
 from mnemo.lifecycle import jobs
-from mnemo.lifecycle.sync import Syncer
+from mnemo.lifecycle.sync import STORE_ID, Syncer
 from mnemo.model import Status
 from mnemo.server import ProfileServer, build_server
 from mnemo.service import MemoryService
@@ -181,6 +181,7 @@ def test_the_same_store_twice_and_a_running_sync_are_refused(pair, clock):
     laptop, team = pair
     with pytest.raises(InvalidInput):
         Syncer(laptop, laptop, "local", "local")
+    assert laptop.storage.read_setting(STORE_ID) is None  # refused before the store was given an id
     laptop.storage.put_job(Job("j1", "sync local <-> team", jobs.RUNNING, clock.now(), "h", os.getpid()))
     with pytest.raises(Locked):
         Syncer(laptop, team, "local", "team").sync("push")

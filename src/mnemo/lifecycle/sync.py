@@ -122,7 +122,9 @@ class Syncer:
     def __init__(
         self, source: MemoryService, destination: MemoryService, source_name: str, destination_name: str
     ) -> None:
-        if store_id(source) == store_id(destination):
+        # One service is one store: refused before an id is given to it, so a refusal writes nothing.
+        # Two handles on one store (its name and its file) share the id its first sync gives it.
+        if source is destination or store_id(source) == store_id(destination):
             raise InvalidInput("source and destination are the same store", field="destination")
         self.source, self.destination = source, destination
         self.names = (source_name, destination_name)
