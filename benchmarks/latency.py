@@ -194,6 +194,7 @@ def load(home: Path, count: int, users: list[str], rng: random.Random, database_
         vectors = vectors + NOISE * generator.standard_normal(vectors.shape).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         storage.put_vectors([(mid, v.tobytes()) for mid, v in zip(chunk, vectors, strict=True)])
+    storage.refresh_statistics()  # as `mnemo import` ends: measured as the store is, not as it was empty
     storage.close()
     return seconds
 

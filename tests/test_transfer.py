@@ -173,3 +173,22 @@ def test_the_format_is_detected_from_the_file(tmp_path: Path, name: str):
     path = tmp_path / name
     path.write_text('{"type": "entity", "name": "x", "entityType": "t", "observations": []}\n')
     assert detect(path) == ("mcp-memory" if name == "memory.json" else "text")
+
+
+def test_a_large_import_into_postgresql_leaves_its_planner_knowing_the_memories(tmp_path: Path, postgres_url: str):
+    # Until autovacuum came by, the planner saw the new store as empty: a list by importance sorted
+    # every memory instead of walking its index (see PostgresStorage.refresh_statistics).
+    from mnemo.transfer.formats import Record
+    from mnemo.transfer.load import REFRESH_STATISTICS_AFTER, load
+    from postgres_server import store_connection
+
+    service = open_service(Settings(home=tmp_path / "home", embedder="none", database_url=postgres_url))
+    try:
+        count = REFRESH_STATISTICS_AFTER
+        summary = load(service, [Record(str(i), {"content": f"note {i} about the garden shed"}) for i in range(count)])
+        assert summary.imported == count
+        with store_connection(postgres_url) as db:
+            (planned,) = db.execute("SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass").fetchone()
+        assert planned == count
+    finally:
+        service.storage.close()

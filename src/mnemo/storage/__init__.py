@@ -185,6 +185,7 @@ class Storage(Protocol):
     def read_setting(self, key: str) -> str | None: ...
     def write_setting(self, key: str, value: str) -> None: ...
     def packed_bytes(self) -> int: ...  # compressed content held in the database (glacier)
+    def refresh_statistics(self) -> None: ...  # after a bulk write: the planner sees the store as it now is
     def archive_files_in_use(self) -> set[str]: ...  # archive_file values deep-archived memories name
 
     # -- request ledgers (HTTP servers of one store share them) --------------------------

@@ -316,6 +316,15 @@ class PostgresStorage(SQLStore):
         """None: the vectors are searched in the database (``vector_search``), no files beside it."""
         return None
 
+    def refresh_statistics(self) -> None:
+        """ANALYZE the tables a bulk write grows. Until autovacuum comes by (a minute or more later)
+        the planner sees the store as it was: just after 10,000 memories were loaded into a new store,
+        a list by importance sorted all of them (6.5 ms) instead of walking its index (1.1 ms), and a
+        word search's choice between fetching its matches and walking the store reads the same
+        statistics (``postgres_text``). ~0.2 s at 10,000 memories: ANALYZE reads a sample."""
+        with self._tx() as db:
+            db.execute("ANALYZE memories, vectors, memory_tags")
+
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
         return dict(self._passing(keys, filters, "m.rowid, m.id"))
 

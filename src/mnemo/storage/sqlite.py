@@ -382,6 +382,10 @@ class SQLiteStorage(SQLStore):
         """None: the engine searches an in-memory index that tails the vectors table by ``seq``."""
         return None
 
+    def refresh_statistics(self) -> None:
+        """Nothing: SQLite keeps no statistics here (no ANALYZE); the plans that depend on counts
+        count for themselves (``sqlite_plans``)."""
+
     def index_folder(self) -> Path:
         """Beside the database: the index's snapshot files (see mnemo.search.vector_graph)."""
         return self.path.parent / sqlite_files.INDEX_FOLDER
