@@ -31,7 +31,7 @@ from mnemo.lifecycle.sync import STORE_ID, Syncer
 from mnemo.model import Status
 from mnemo.server import ProfileServer, build_server
 from mnemo.service import MemoryService
-from mnemo.storage import Job
+from mnemo.storage import BULK_WRITE, Job
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
 
@@ -185,6 +185,18 @@ def test_the_same_store_twice_and_a_running_sync_are_refused(pair, clock):
     laptop.storage.put_job(Job("j1", "sync local <-> team", jobs.RUNNING, clock.now(), "h", os.getpid()))
     with pytest.raises(Locked):
         Syncer(laptop, team, "local", "team").sync("push")
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_a_large_sync_leaves_the_planner_of_the_side_it_filled_knowing_the_memories(pair, postgres_url: str):
+    from postgres_server import store_connection
+
+    laptop, team = pair
+    laptop.store_many([{"content": f"note {i} about the allotment"} for i in range(BULK_WRITE)])
+    assert Syncer(laptop, team, "local", "team").sync("push").created == BULK_WRITE
+    with store_connection(postgres_url, "team") as db:
+        (planned,) = db.execute("SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass").fetchone()
+    assert planned == BULK_WRITE  # refresh_statistics: until autovacuum, the planner saw it empty
 
 
 def cli_env(home: Path) -> dict[str, str]:

@@ -178,13 +178,14 @@ def test_the_format_is_detected_from_the_file(tmp_path: Path, name: str):
 def test_a_large_import_into_postgresql_leaves_its_planner_knowing_the_memories(tmp_path: Path, postgres_url: str):
     # Until autovacuum came by, the planner saw the new store as empty: a list by importance sorted
     # every memory instead of walking its index (see PostgresStorage.refresh_statistics).
+    from mnemo.storage import BULK_WRITE
     from mnemo.transfer.formats import Record
-    from mnemo.transfer.load import REFRESH_STATISTICS_AFTER, load
+    from mnemo.transfer.load import load
     from postgres_server import store_connection
 
     service = open_service(Settings(home=tmp_path / "home", embedder="none", database_url=postgres_url))
     try:
-        count = REFRESH_STATISTICS_AFTER
+        count = BULK_WRITE
         summary = load(service, [Record(str(i), {"content": f"note {i} about the garden shed"}) for i in range(count)])
         assert summary.imported == count
         with store_connection(postgres_url) as db:

@@ -33,6 +33,7 @@ from mnemo.lifecycle import jobs
 from mnemo.model import Memory, Status, to_iso
 from mnemo.query import Filters, Position, Sort, SortField
 from mnemo.service import MemoryService
+from mnemo.storage import BULK_WRITE
 
 log = logging.getLogger(__name__)
 SYNC_TYPES = ("full", "incremental", "bidirectional", "push", "pull")
@@ -171,8 +172,11 @@ class Syncer:
                     if done % 100 == 0:
                         progress.advance(done)
                 for side in (self.source, self.destination):
-                    self._carry_vectors(side, [w.memory for w in written if w.side is side])
+                    landed = [w.memory for w in written if w.side is side]
+                    self._carry_vectors(side, landed)
                     side.embed_pending()
+                    if len(landed) >= BULK_WRITE:
+                        side.storage.refresh_statistics()
                 self._set_watermark(started)
                 progress.report.update(created=report.created, updated=report.updated, deleted=report.deleted)
         report.completed_at = self.source.clock.now()

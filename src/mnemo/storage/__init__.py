@@ -112,6 +112,11 @@ class VectorSearch(Protocol):
     def vectors(self, keys: Sequence[int]) -> dict[int, Vectors]: ...  # the vectors of these keys that have one
 
 
+# Rows written at once (an import, a sync) past which the writer refreshes the planner's view of the
+# store (``Storage.refresh_statistics``); fewer change no plan enough to wait for it.
+BULK_WRITE = 1_000
+
+
 class Storage(Protocol):
     name: str
 

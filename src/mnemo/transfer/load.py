@@ -23,13 +23,11 @@ from mnemo.engine.results import StoreResult
 from mnemo.errors import EmbeddingError, MnemoError
 from mnemo.lifecycle import jobs
 from mnemo.service import MemoryService
+from mnemo.storage import BULK_WRITE
 from mnemo.transfer.formats import Record, Unreadable
 
 BATCH = BULK_TEXTS  # records read, embedded and stored (one transaction) at a time
 MAX_EXAMPLES = 5  # rejected records named per reason in the summary
-# An import of this many memories or more ends by letting the database's planner see them (its
-# statistics), where fewer change no plan enough to wait for ANALYZE.
-REFRESH_STATISTICS_AFTER = 1_000
 
 
 @dataclass
@@ -61,7 +59,7 @@ def load(
             job.advance(done)
 
         _load(service, records, summary, advanced, actor)
-        if summary.imported >= REFRESH_STATISTICS_AFTER:
+        if summary.imported >= BULK_WRITE:
             service.storage.refresh_statistics()
         job.report.update(
             imported=summary.imported, duplicates=summary.duplicates, rejected=sum(summary.rejected.values())
