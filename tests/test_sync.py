@@ -32,6 +32,7 @@ from mnemo.model import Status
 from mnemo.server import ProfileServer, build_server
 from mnemo.service import MemoryService
 from mnemo.storage import BULK_WRITE, Job
+from postgres_server import store_connection
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
 
@@ -189,8 +190,6 @@ def test_the_same_store_twice_and_a_running_sync_are_refused(pair, clock):
 
 @pytest.mark.parametrize("backend", ["postgres"])
 def test_a_large_sync_leaves_the_planner_of_the_side_it_filled_knowing_the_memories(pair, postgres_url: str):
-    from postgres_server import store_connection
-
     laptop, team = pair
     laptop.store_many([{"content": f"note {i} about the allotment"} for i in range(BULK_WRITE)])
     assert Syncer(laptop, team, "local", "team").sync("push").created == BULK_WRITE

@@ -20,8 +20,11 @@ from mnemo.app import open_service
 from mnemo.cli import cli
 from mnemo.config import Settings
 from mnemo.model import Context
+from mnemo.storage import BULK_WRITE
 from mnemo.storage.sqlite_files import DB_FILENAME
-from mnemo.transfer.load import BATCH
+from mnemo.transfer.formats import Record
+from mnemo.transfer.load import BATCH, load
+from postgres_server import store_connection
 
 WORDS_ONLY = {"MNEMO_EMBEDDER": "none"}
 COUNT = 10_000  # notes in the import killed midway: a few seconds of work without a model
@@ -178,11 +181,6 @@ def test_the_format_is_detected_from_the_file(tmp_path: Path, name: str):
 def test_a_large_import_into_postgresql_leaves_its_planner_knowing_the_memories(tmp_path: Path, postgres_url: str):
     # Until autovacuum came by, the planner saw the new store as empty: a list by importance sorted
     # every memory instead of walking its index (see PostgresStorage.refresh_statistics).
-    from mnemo.storage import BULK_WRITE
-    from mnemo.transfer.formats import Record
-    from mnemo.transfer.load import load
-    from postgres_server import store_connection
-
     service = open_service(Settings(home=tmp_path / "home", embedder="none", database_url=postgres_url))
     try:
         count = BULK_WRITE
