@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mnemo.profiles.tool_schemas import inlined, served, untitled
+from mnemo.profiles.tool_schemas import served
 
 
 def test_a_reference_becomes_its_definition_and_the_fields_own_keywords_win():
@@ -21,7 +21,7 @@ def test_a_reference_becomes_its_definition_and_the_fields_own_keywords_win():
     }
     day = {"type": "string", "format": "date"}
     a_range = {"type": "object", "description": "a range", "properties": {"start": day}}
-    assert inlined(schema) == {
+    assert served(schema) == {
         "type": "object",
         "properties": {
             "when": {"type": "object", "description": "the field's own words", "properties": {"start": day}},
@@ -34,12 +34,12 @@ def test_a_definition_that_refers_to_itself_is_refused():
     node = {"properties": {"children": {"items": {"$ref": "#/$defs/Node"}}}}
     tree = {"$ref": "#/$defs/Node", "$defs": {"Node": node}}
     with pytest.raises(ValueError, match="refers to itself"):
-        inlined(tree)
+        served(tree)
 
 
 def test_a_reference_outside_the_definitions_is_refused():
     with pytest.raises(ValueError, match="not among its \\$defs"):
-        inlined({"properties": {"a": {"$ref": "https://example.com/schema.json"}}})
+        served({"properties": {"a": {"$ref": "https://example.com/schema.json"}}})
 
 
 def test_titles_go_but_a_property_named_title_and_values_that_hold_one_stay():
@@ -51,7 +51,7 @@ def test_titles_go_but_a_property_named_title_and_values_that_hold_one_stay():
             "meta": {"title": "Meta", "type": "object", "default": {"title": "kept"}, "examples": [{"title": "x"}]},
         },
     }
-    assert untitled(schema) == {
+    assert served(schema) == {
         "type": "object",
         "properties": {
             "title": {"type": "string", "default": "untitled"},

@@ -23,65 +23,39 @@ DEFS_PREFIX = "#/$defs/"
 VALUE_KEYWORDS = frozenset({"default", "const", "enum", "examples"})
 
 
-def inlined(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` without ``$defs``: each ``$ref`` replaced by its definition.
+def served(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema as a tool advertises it: each ``$ref`` replaced by its definition, without
+    ``$defs`` and without the ``title`` keyword (a property may still be named "title").
 
     Keywords beside a ``$ref`` (a field's own description or default) are kept over the
     definition's. A definition that refers to itself has no finite inlining and is refused.
     """
     definitions = schema.get("$defs", {})
 
-    def resolve(node: Any, seen: tuple[str, ...]) -> Any:
+    def walk(node: Any, seen: tuple[str, ...], names: bool = False) -> Any:
         if isinstance(node, list):
-            return [resolve(item, seen) for item in node]
+            return [walk(item, seen) for item in node]
         if not isinstance(node, dict):
             return node
+        if names:  # a "properties" map: names → schemas
+            return {name: walk(value, seen) for name, value in node.items()}
         ref = node.get("$ref")
         if isinstance(ref, str):
-            if not ref.startswith(DEFS_PREFIX) or ref.removeprefix(DEFS_PREFIX) not in definitions:
-                raise ValueError(f"schema refers to {ref!r}, which is not among its $defs")
             name = ref.removeprefix(DEFS_PREFIX)
+            if not ref.startswith(DEFS_PREFIX) or name not in definitions:
+                raise ValueError(f"schema refers to {ref!r}, which is not among its $defs")
             if name in seen:
                 raise ValueError(f"schema definition {name!r} refers to itself")
             beside = {key: value for key, value in node.items() if key != "$ref"}
-            return resolve({**definitions[name], **beside}, (*seen, name))
+            return walk({**definitions[name], **beside}, (*seen, name))
         return {
-            key: value if key in VALUE_KEYWORDS else resolve(value, seen)
+            key: value if key in VALUE_KEYWORDS else walk(value, seen, names=key == "properties")
             for key, value in node.items()
-            if key != "$defs"
+            if key not in ("$defs", "title")
         }
 
-    resolved: dict[str, Any] = resolve(schema, ())
-    return resolved
-
-
-def untitled(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` without the ``title`` keyword anywhere (a property may still be named "title")."""
-
-    def strip(node: Any) -> Any:
-        if isinstance(node, list):
-            return [strip(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        kept: dict[str, Any] = {}
-        for key, value in node.items():
-            if key == "title":
-                continue
-            if key in VALUE_KEYWORDS:
-                kept[key] = value
-            elif key == "properties" and isinstance(value, dict):  # names → schemas
-                kept[key] = {name: strip(property_schema) for name, property_schema in value.items()}
-            else:
-                kept[key] = strip(value)
-        return kept
-
-    stripped: dict[str, Any] = strip(schema)
-    return stripped
-
-
-def served(schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema as a tool advertises it: whole and untitled."""
-    return untitled(inlined(schema))
+    whole: dict[str, Any] = walk(schema, ())
+    return whole
 
 
 def serve_lean_schemas(server: MCPServer) -> None:
