@@ -124,6 +124,10 @@ class Dialect:
     binary: str  # what makes ORDER BY of text byte-wise (code point order), as SQLite's default is
     unindexed: str  # put before a column, keeps the planner from reaching rows through its indexes
 
+    def marks(self, n: int) -> str:
+        """``n`` placeholders, for ``IN (...)``."""
+        return ", ".join([self.mark] * n)
+
 
 def _sqlite_contains(text: str, folded: bool) -> str:
     # instr, not LIKE: the needle is literal (no wildcards), and LIKE folds ASCII case only.
@@ -254,7 +258,7 @@ def where(
     params: list[Any] = []
 
     def among(column: str, values: Sequence[Any]) -> None:
-        clauses.append(f"{column} IN ({', '.join([mark] * len(values))})" if values else "1 = 0")
+        clauses.append(f"{column} IN ({dialect.marks(len(values))})" if values else "1 = 0")
         params.extend(values)
 
     def compare(condition: str, value: Any) -> None:
@@ -328,7 +332,7 @@ def where(
         )
 
     if f.tags_any:
-        clauses.append(tagged(", ".join([mark] * len(f.tags_any))))
+        clauses.append(tagged(dialect.marks(len(f.tags_any))))
         params.extend(f.tags_any)
     for tag in f.tags_all or ():
         clauses.append(tagged(mark))

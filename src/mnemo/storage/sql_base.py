@@ -30,7 +30,7 @@ class SQLBase(ABC):
         return query if self._dialect.mark == "?" else query.replace("?", self._dialect.mark)
 
     def _marks(self, n: int) -> str:
-        return ", ".join([self._dialect.mark] * n)
+        return self._dialect.marks(n)
 
     @staticmethod
     def _many(db: Any, query: str, rows: Sequence[Sequence[Any]]) -> None:

@@ -269,7 +269,7 @@ class SQLiteStorage(SQLStore):
 
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
         """Remove memories for good: rows, index entries, links, backups and old content."""
-        marks = ", ".join("?" * len(memory_ids))
+        marks = self._marks(len(memory_ids))
         ids = list(memory_ids)
         with self._write() as db:
             for table, condition in (
@@ -369,7 +369,7 @@ class SQLiteStorage(SQLStore):
         """Which of these memories are about the subject, or name it in their content or tags."""
         if not keys:
             return set()
-        marks = ",".join("?" * len(keys))
+        marks = self._marks(len(keys))
         with self._read() as db:
             rows = db.execute(
                 f"SELECT rowid FROM memories WHERE rowid IN ({marks}) AND subject_key = ?"

@@ -92,7 +92,7 @@ def _tagged(db: sqlite3.Connection, tags: tuple[str, ...], limit: int, every: bo
         also = "".join(" AND " + sql.tag_lookup("?", "t.memory_rowid", f"t{i}") for i in range(1, len(tags)))
         rows = f"SELECT 1 FROM memory_tags t WHERE t.tag = ?{also} LIMIT ?"
     else:
-        rows = f"SELECT DISTINCT memory_rowid FROM memory_tags WHERE tag IN ({_marks(tags)}) LIMIT ?"
+        rows = f"SELECT DISTINCT memory_rowid FROM memory_tags WHERE tag IN ({sql.SQLITE.marks(len(tags))}) LIMIT ?"
     return int(db.execute(f"SELECT count(*) FROM ({rows})", [*tags, limit]).fetchone()[0])
 
 
@@ -109,11 +109,11 @@ def _tagged_less_failing(db: sqlite3.Connection, filters: Filters, held: int, mo
     as much as reading a tagged memory by its key: the other plans read fewer)."""
     passing = [s.value for s in (Status if filters.statuses is None else filters.statuses)]
     other = [s.value for s in Status if s.value not in passing]
-    (failing,) = db.execute(f"SELECT COALESCE(SUM(n), 0) FROM memory_counts WHERE status IN ({_marks(other)})",
-                            other).fetchone()  # fmt: skip
+    failing_statuses = f"SELECT COALESCE(SUM(n), 0) FROM memory_counts WHERE status IN ({sql.SQLITE.marks(len(other))})"
+    (failing,) = db.execute(failing_statuses, other).fetchone()
     budget = most_failing - failing
     now = sql.SQLITE.time(filters.now)
-    expired = f"m.status IN ({_marks(passing)}) AND m.expires_at <= ?"
+    expired = f"m.status IN ({sql.SQLITE.marks(len(passing))}) AND m.expires_at <= ?"
     if not filters.include_expired:
         (soon,) = db.execute(f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {expired} LIMIT ?)",
                              [*passing, now, max(budget, 0)]).fetchone()  # fmt: skip
@@ -121,21 +121,17 @@ def _tagged_less_failing(db: sqlite3.Connection, filters: Filters, held: int, mo
     if budget <= 0:
         return None
     if filters.tags_any:
-        tags, tagged = filters.tags_any, sql.tag_lookup(_marks(filters.tags_any))
+        tags, tagged = filters.tags_any, sql.tag_lookup(sql.SQLITE.marks(len(filters.tags_any)))
     else:
         tags = filters.tags_all or ()
         tagged = " AND ".join(sql.tag_lookup("?", alias=f"t{i}") for i in range(len(tags)))
-    failed = f"SELECT m.rowid FROM memories m WHERE m.status IN ({_marks(other)}) AND {tagged}"
+    failed = f"SELECT m.rowid FROM memories m WHERE m.status IN ({sql.SQLITE.marks(len(other))}) AND {tagged}"
     params: list[object] = [*other, *tags]
     if not filters.include_expired:
         failed += f" UNION ALL SELECT m.rowid FROM memories m WHERE {expired} AND {tagged}"
         params += [*passing, now, *tags]
     (failed_count,) = db.execute(f"SELECT count(*) FROM ({failed})", params).fetchone()
     return _tagged(db, tags, held, every=not filters.tags_any) - int(failed_count)
-
-
-def _marks(values: list[str] | tuple[str, ...]) -> str:
-    return ", ".join("?" * len(values))
 
 
 def sort_key(
