@@ -46,6 +46,9 @@ MAX_FILTER_VALUES = 100  # the values of every list filter of one query together
 MAX_FILTER_CHARS = MAX_QUERY_CHARS  # one filter value (a tag, a category, an agent name, a user id...)
 MAX_METADATA_CHARS = 10_000  # metadata as compact JSON
 MAX_METADATA_DEPTH = 10  # objects and arrays nested in metadata
+# Any list argument: longer ones are refused before their items are read, so no request can make
+# an error per item (the engine's own limits on each list are lower and give the spec's errors).
+MAX_LIST_ITEMS = 1_000
 
 # The most characters of each text field, by its name in the engine's operations.
 FIELD_CHARS = {

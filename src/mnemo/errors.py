@@ -35,14 +35,27 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+# An error answers in a bounded size whatever the input it quotes: its message and each text
+# detail are cut to these lengths.
+MAX_MESSAGE_CHARS = 2_000
+MAX_FIELD_CHARS = 300
+
+
+def clipped(text: str, most: int) -> str:
+    return text if len(text) <= most else f"{text[: most - 1]}…"
+
 
 class MnemoError(Exception):
     code: ClassVar[str] = "INTERNAL_ERROR"
 
     def __init__(self, message: str, **details: Any) -> None:
+        message = clipped(message, MAX_MESSAGE_CHARS)
         super().__init__(message)
         self.message = message
-        self.details: dict[str, Any] = details
+        self.details: dict[str, Any] = {
+            name: clipped(value, MAX_FIELD_CHARS) if isinstance(value, str) else value
+            for name, value in details.items()
+        }
 
 
 class InvalidInput(MnemoError):

@@ -5,6 +5,10 @@ role and the SHA-256 of the whole key (a 256-bit random secret needs no slow has
 nothing to guess) in ``keys.json`` under ``MNEMO_HOME``, readable by its owner only. Every server
 of this home reads the file again when it changes, so a revoked key stops working at once, in
 every process.
+
+The file is never emptied: a revoked key stays in it, marked. So "this home has a key ring"
+(``set_up``) stays true once a key was made, and a server that has it asks every request for a
+key even when all of them are revoked. A damaged file admits nobody and is never overwritten.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 from collections.abc import Iterator
@@ -23,11 +28,13 @@ from pathlib import Path
 
 from mnemo import bounds
 from mnemo.caller import Caller, Role
-from mnemo.errors import InvalidInput, NotFound
+from mnemo.errors import CorruptedData, InvalidInput, NotFound
 from mnemo.model import to_iso
 
 PREFIX = "mnemo_"
 KEYS_FILE = "keys.json"
+
+log = logging.getLogger("mnemo.keys")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +82,23 @@ class KeyRing:
             return keys[key_id]
 
     def all(self) -> list[ApiKey]:
+        """Every key, live and revoked; CorruptedData when the file is damaged."""
         return sorted(self._current().values(), key=lambda k: k.created_at)
 
+    def set_up(self) -> bool:
+        """Whether keys were ever made in this home (all may be revoked since), or its file is damaged."""
+        return self.path.exists()
+
     def verify(self, key: str) -> ApiKey | None:
-        """The live key this is, or None (unknown, malformed or revoked)."""
+        """The live key this is, or None (unknown, malformed or revoked, or the file is damaged)."""
         if not key.startswith(PREFIX):
             return None
         key_id = key[len(PREFIX) :].partition("_")[0]
-        found = self._current().get(key_id)
+        try:
+            found = self._current().get(key_id)
+        except CorruptedData as damaged:
+            log.error("%s; every key is refused until it is mended", damaged.message)
+            return None
         if found is None or found.revoked_at is not None:
             return None
         return found if hmac.compare_digest(found.sha256, _digest(key)) else None
@@ -101,9 +117,12 @@ class KeyRing:
     def _read(self) -> dict[str, ApiKey]:
         try:
             rows = json.loads(self.path.read_text(encoding="utf-8"))
+            return {row["key_id"]: ApiKey(**{**row, "role": Role(row["role"])}) for row in rows}
         except FileNotFoundError:
             return {}
-        return {row["key_id"]: ApiKey(**{**row, "role": Role(row["role"])}) for row in rows}
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as error:
+            raise CorruptedData(f"the key ring {self.path} is damaged ({type(error).__name__}: {error})",
+                                path=str(self.path)) from error  # fmt: skip
 
     @contextlib.contextmanager
     def _editing(self) -> Iterator[dict[str, ApiKey]]:

@@ -28,7 +28,7 @@ from mnemo import __version__
 from mnemo.app import open_service
 from mnemo.clock import Clock
 from mnemo.config import Settings
-from mnemo.errors import EmbeddingError, InvalidInput, MnemoError, StorageError
+from mnemo.errors import MAX_FIELD_CHARS, EmbeddingError, InvalidInput, MnemoError, StorageError, clipped
 from mnemo.keys import KeyRing
 from mnemo.lifecycle.jobs import close_abandoned
 from mnemo.lifecycle.maintenance import maintain
@@ -47,11 +47,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("mnemo")
 
 
+SHOWN_PROBLEMS = 10  # an error names at most this many of the problems found, whatever the input
+
+
 def _describe(error: ValidationError) -> InvalidInput:
     problems = [
-        {"field": ".".join(str(part) for part in e["loc"]) or "arguments", "message": e["msg"]} for e in error.errors()
-    ]
+        {"field": clipped(".".join(str(part) for part in e["loc"]) or "arguments", MAX_FIELD_CHARS),
+         "message": e["msg"]}
+        for e in error.errors(include_url=False, include_context=False, include_input=False)[:SHOWN_PROBLEMS]
+    ]  # fmt: skip
     summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+    if error.error_count() > SHOWN_PROBLEMS:
+        summary += f"; and {error.error_count() - SHOWN_PROBLEMS} more"
     return InvalidInput(f"invalid input: {summary}", errors=problems)
 
 

@@ -12,13 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
+from mnemo.bounds import MAX_LIST_ITEMS
 from mnemo.config import PROFILE_NAMES
 from mnemo.errors import MnemoError
 from mnemo.named_stores import NamedStores
@@ -29,6 +31,10 @@ T = TypeVar("T")
 # ``X | Omitted`` is an optional argument whose schema shows only X (no ``null``): the specs
 # describe optional fields as absent, not as nullable.
 Omitted = SkipJsonSchema[None]
+
+# A list argument: at most MAX_LIST_ITEMS, its schema's maxItems (a list with a lower bound of its
+# own states that one instead).
+Listed = Annotated[list[T], Field(max_length=MAX_LIST_ITEMS)]
 
 
 def hints(title: str, *, read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:

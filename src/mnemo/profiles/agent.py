@@ -26,7 +26,7 @@ from mnemo import errors
 from mnemo.bounds import MAX_OFFSET
 from mnemo.engine.results import TagEdit
 from mnemo.model import BAND_IMPORTANCE, ImportanceBand, Memory, Status, importance_band, to_iso
-from mnemo.profiles import Omitted, Profile, counts_access, hints, run
+from mnemo.profiles import Listed, Omitted, Profile, counts_access, hints, run
 from mnemo.query import Sort, SortField
 from mnemo.service import MemoryService
 
@@ -219,7 +219,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
     @server.tool(annotations=counts_access("Query memories"))
     async def query_memories(
         type: Annotated[MemoryType, Field(description="Filter by memory type")] | Omitted = None,
-        tags: Annotated[list[str], Field(description="Filter by tags (AND logic)")] | Omitted = None,
+        tags: Annotated[Listed[str], Field(description="Filter by tags (AND logic)")] | Omitted = None,
         search: Annotated[
             str,
             Field(

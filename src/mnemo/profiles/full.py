@@ -29,7 +29,7 @@ from mnemo.model import (
     new_id,
     to_iso,
 )
-from mnemo.profiles import Omitted, Profile, counts_access, full_lifecycle, hints, run
+from mnemo.profiles import Listed, Omitted, Profile, counts_access, full_lifecycle, hints, run
 from mnemo.profiles.full_schemas import (
     API_VERSION,
     ForgetMemoryResult,
@@ -121,7 +121,7 @@ def _register_core(server: MCPServer, service: MemoryService) -> None:
         ],
         context: StoreContext | Omitted = Field(None, description="Contextual information about the memory"),
         metadata: StoreMetadata | Omitted = Field(None, description="Additional metadata for the memory"),
-        related_memory_ids: list[str] | Omitted = Field(None, description="IDs of related memories to link"),
+        related_memory_ids: Listed[str] | Omitted = Field(None, description="IDs of related memories to link"),
     ) -> StoreMemoryResult:
         """Store new information with automatic categorization, tagging, and metadata enrichment."""
         ctx = context or StoreContext()
@@ -347,7 +347,7 @@ def _register_core(server: MCPServer, service: MemoryService) -> None:
         scope_id: Annotated[str, Field(description="ID for the scope (user_id, conversation_id, etc.)")]
         | Omitted = None,
         time_range: TimeRange | Omitted = None,
-        metrics: Annotated[list[Metric], Field(description="Specific metrics to retrieve (all if not specified)")]
+        metrics: Annotated[Listed[Metric], Field(description="Specific metrics to retrieve (all if not specified)")]
         | Omitted = None,
         include_trends: Annotated[StrictBool, Field(description="Include trend analysis over time")] = False,
         granularity: Annotated[

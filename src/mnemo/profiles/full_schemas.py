@@ -20,7 +20,7 @@ from mnemo.model import (
     canonical_category,
     to_iso,
 )
-from mnemo.profiles import Omitted
+from mnemo.profiles import Listed, Omitted
 from mnemo.query import DateRange
 from mnemo.stats import METRICS
 
@@ -59,13 +59,13 @@ class DateRangeInput(_Input):
 
 
 class RecallFilters(_Input):
-    categories: list[Category] | Omitted = Field(None, description="Filter by categories")
-    tags: list[str] | Omitted = Field(None, description="Filter by tags (OR operation)")
+    categories: Listed[Category] | Omitted = Field(None, description="Filter by categories")
+    tags: Listed[str] | Omitted = Field(None, description="Filter by tags (OR operation)")
     date_range: DateRangeInput | Omitted = None
     min_importance: Unit | Omitted = None
     user_id: str | Omitted = Field(None, description="Filter by user")
     conversation_id: str | Omitted = Field(None, description="Filter by conversation")
-    access_level: list[AccessLevel] | Omitted = None
+    access_level: Listed[AccessLevel] | Omitted = None
 
 
 class RankingWeights(_Input):
@@ -89,9 +89,9 @@ class Ranking(_Input):
 
 
 class TagOperations(_Input):
-    add: list[str] | Omitted = None
-    remove: list[str] | Omitted = None
-    replace: list[str] | Omitted = None
+    add: Listed[str] | Omitted = None
+    remove: Listed[str] | Omitted = None
+    replace: Listed[str] | Omitted = None
 
     def value(self) -> TagEdit:
         replace = None if self.replace is None else tuple(self.replace)
@@ -117,14 +117,14 @@ class ImportanceRange(_Input):
 
 
 class ListFilters(_Input):
-    categories: list[Category] | Omitted = None
-    tags: list[str] | Omitted = None
+    categories: Listed[Category] | Omitted = None
+    tags: Listed[str] | Omitted = None
     date_range: DateRangeInput | Omitted = None
     importance_range: ImportanceRange | Omitted = None
     user_id: str | Omitted = None
     conversation_id: str | Omitted = None
-    access_level: list[AccessLevel] | Omitted = None
-    status: list[Literal["active", "archived", "deleted"]] = ["active"]
+    access_level: Listed[AccessLevel] | Omitted = None
+    status: Listed[Literal["active", "archived", "deleted"]] = ["active"]
 
 
 class ListSort(_Input):

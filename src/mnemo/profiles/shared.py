@@ -22,7 +22,7 @@ from pydantic import Field, StrictBool
 
 from mnemo import errors
 from mnemo.model import Memory, to_iso
-from mnemo.profiles import Profile, hints, run
+from mnemo.profiles import Listed, Profile, hints, run
 from mnemo.service import MemoryService
 from mnemo.shared_space import (
     MAX_AGENT_CHARS,
@@ -279,7 +279,7 @@ def register(server: MCPServer, service: MemoryService) -> None:
         response_format: Annotated[ResponseFormat, Field(description='"markdown" or "json"')] = "markdown",
         limit: Limit = None,
         agent_filter: Annotated[str | None, Field(description="Filter by agent name")] = None,
-        tags: Annotated[list[str] | None, Field(description="Filter by tags (AND logic)")] = None,
+        tags: Annotated[Listed[str] | None, Field(description="Filter by tags (AND logic)")] = None,
         priority: Annotated[Priority | None, Field(description="Filter by priority level")] = None,
         sort_order: Annotated[
             Literal["chronological", "reverse", "priority"],

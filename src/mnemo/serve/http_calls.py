@@ -125,7 +125,7 @@ def _replay(chunks: list[bytes], more: bool, receive: Receive, pending: Message 
 def _message(body: bytes) -> dict[str, Any] | None:
     try:
         message = json.loads(body) if body else None
-    except ValueError:  # the SDK answers what is not JSON
+    except (ValueError, RecursionError):  # the SDK answers what is not JSON (its parser bounds the depth)
         return None
     return message if isinstance(message, dict) else None
 

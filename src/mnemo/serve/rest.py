@@ -224,6 +224,8 @@ async def _arguments(endpoint: Endpoint, request: Request) -> dict[str, Any]:
             parsed = json.loads(raw) if raw.strip() else {}
         except ValueError as exc:
             raise InvalidInput(f"the body is not JSON: {exc}") from exc
+        except RecursionError:  # the parser's own depth limit
+            raise InvalidInput("the body is not JSON this server reads: nested too deeply") from None
         if not isinstance(parsed, dict):
             raise InvalidInput("the body must be a JSON object of the operation's arguments")
         arguments = parsed
