@@ -122,9 +122,24 @@ def store_connection(url: str, store: str = "default") -> psycopg.Connection:
     return db
 
 
+def undo_m011(db: psycopg.Connection) -> None:
+    """Put a store's schema back as migration m010 left it (``db``'s search path on the store's schema):
+    idempotent calls hold their keys without a lease."""
+    db.execute("ALTER TABLE idempotent_calls DROP COLUMN holder, DROP COLUMN lease_until")
+    db.execute("DELETE FROM migrations WHERE name = 'm011_idempotency_leases'")
+
+
+def undo_m010(db: psycopg.Connection) -> None:
+    """Put a store's schema back as migration m009 left it (m011 undone first): jobs record no owner."""
+    undo_m011(db)
+    db.execute("ALTER TABLE jobs DROP COLUMN owner")
+    db.execute("DELETE FROM migrations WHERE name = 'm010_job_owners'")
+
+
 def undo_m009(db: psycopg.Connection) -> None:
-    """Put a store's schema back as migration m008 left it (``db``'s search path on the store's schema):
-    no counts of memories by status."""
+    """Put a store's schema back as migration m008 left it (m010 undone first): no counts of memories
+    by status."""
+    undo_m010(db)
     db.execute("DROP TABLE memory_counts")
     for name in ("added", "removed", "changed"):
         db.execute(f"DROP FUNCTION memory_counts_{name}() CASCADE")  # type: ignore[call-overload]  # and its trigger

@@ -5,17 +5,25 @@ Each block runs as one authenticated caller (``acting_as``), as the HTTP transpo
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
+import pytest
+from mcp import Client, MCPError
+
+from mnemo import registry
 from mnemo.caller import Caller, Role, acting_as
+from mnemo.clock import ManualClock
+from mnemo.config import Settings
 from mnemo.errors import Forbidden, NotFound
 from mnemo.lifecycle.archive import Archiver, Criteria
-from mnemo.model import Context
+from mnemo.model import Context, to_iso
+from mnemo.server import build_server
 from mnemo.service import MemoryService
 from mnemo.shared_space import SharedSpace
 
 ALICE, BOB = Caller("alice"), Caller("bob")
 ROOT, CAROL = Caller("root", Role.ADMIN), Caller("carol", Role.READER)
+ALICE_READS = Caller("alice", Role.READER)  # alice's read-only key: her own memories, and no writes
 
 
 def test_a_members_memory_is_theirs_and_invisible_to_another_member(service: MemoryService):
@@ -123,3 +131,37 @@ def test_a_member_syncs_only_their_own_memories_and_a_reader_none(settings, serv
             run_sync(service, "local", "cloud")
     finally:
         cloud.storage.close()
+
+
+async def test_a_reader_pruning_is_forbidden_and_nothing_is_pruned(settings: Settings, clock: ManualClock):
+    registry.add(settings.registry_file, settings.home, "later", settings.home.parent / "later")
+    server = build_server(settings, "stores", clock=clock)
+    expires = to_iso(clock.now() + timedelta(hours=1))
+    try:
+        async with Client(server) as client:
+            with acting_as(ALICE):
+                await client.call_tool("add_memory", {"store": "default", "path": "todo/milk", "content": "Buy milk",
+                                                      "expires_at": expires})  # fmt: skip
+            clock.advance(hours=2)
+            for store in ("default", "later"):  # a store with alice's expired memory; one with no folder yet
+                with acting_as(CAROL), pytest.raises(MCPError) as refused:
+                    await client.call_tool("prune_memories", {"store": store})
+                assert refused.value.data["code"] == "FORBIDDEN"
+            with acting_as(ALICE):
+                pruned = await client.call_tool("prune_memories", {"store": "default"})
+            assert pruned.structured_content == {"pruned_count": 1, "pruned": [{"path": "todo/milk",
+                                                                                "expires_at": expires}]}  # fmt: skip
+    finally:
+        server.close()
+
+
+def test_a_write_that_would_change_nothing_is_still_forbidden_to_who_may_not_write(service: MemoryService):
+    with acting_as(ALICE):
+        own = service.store("Alice's desk is by the window").memory
+        shared = service.store("Lunch is at noon", access_level="shared").memory
+    for who, memory in ((ALICE_READS, own), (CAROL, shared), (BOB, shared)):
+        with acting_as(who), pytest.raises(Forbidden):
+            service.update(memory.id, content=memory.content)
+    with acting_as(ALICE_READS), pytest.raises(Forbidden):
+        Archiver(service, service.lifecycle).archive(memory_id=own.id, dry_run=True)
+    assert [service.get(m.id).version for m in (own, shared)] == [1, 1]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 
 from http_server import member_keys, serving
+from local_api import Behaviour
+from local_api import serving as api_serving
 from mcp_calls import answer
 from mnemo.config import Settings
 
@@ -91,3 +96,47 @@ async def test_a_retried_write_with_the_same_key_runs_once_across_servers(
             ]
         async with two.client(keys["bob"], mode, headers=key) as bob:  # keys are per user
             assert "memory_id" in await answer(bob, "store_memory", content="Bob's own invoice note")
+
+
+def test_a_retry_after_the_server_was_killed_mid_call_runs_the_call_once(home: Path, keys: dict[str, str]):
+    def embeddings(body: dict[str, Any]) -> dict[str, Any]:
+        return {"data": [{"index": i, "embedding": [1.0, 0.0]} for i in range(len(body["input"]))]}
+
+    slow = Behaviour()
+    headers = {"X-API-Key": keys["alice"], "X-Idempotency-Key": "write-after-crash"}
+    note = {"content": "Invoice 92 was paid on Thursday"}
+    with api_serving({"/v1/embeddings": embeddings}, slow) as model_url:
+        env = {"MNEMO_EMBEDDER": "http", "MNEMO_EMBEDDING_URL": model_url, "MNEMO_EMBEDDING_MODEL": "m",
+               "MNEMO_EMBEDDING_DIMENSION": "2"}  # fmt: skip
+        with serving(home, **env) as killed:
+            asked, slow.delay_s = len(slow.requests), 20.0  # embedding the note takes 20 s: the call is in flight
+
+            def store() -> None:
+                with suppress(httpx2.HTTPError):
+                    httpx2.post(f"{killed.base}/api/v1/memories", json=note, headers=headers, timeout=60)
+
+            caller = threading.Thread(target=store)
+            caller.start()
+            deadline = time.monotonic() + 30
+            while len(slow.requests) == asked:
+                assert time.monotonic() < deadline, "the call did not reach the embedder"
+                time.sleep(0.05)
+            killed.process.kill()
+            killed.process.wait()
+            caller.join()
+        slow.delay_s = 0.0
+        with serving(home, **env) as restarted:
+            deadline, waits = time.monotonic() + 45, []  # the killed call's lease runs out within 15 s
+            while (
+                retry := httpx2.post(f"{restarted.base}/api/v1/memories", json=note, headers=headers, timeout=60)
+            ).status_code == 409:
+                assert retry.json()["error"]["code"] == "CALL_IN_PROGRESS"
+                assert time.monotonic() < deadline, "the killed call's key was never freed"
+                waits.append(int(retry.headers.get("retry-after", "0")))
+                time.sleep(1.0)
+            assert retry.status_code == 201
+            assert all(1 <= wait <= 15 for wait in waits), waits  # each refusal said when the lease runs out
+            again = httpx2.post(f"{restarted.base}/api/v1/memories", json=note, headers=headers, timeout=60)
+            assert again.headers["idempotent-replayed"] == "true" and again.json() == retry.json()
+            listed = httpx2.get(f"{restarted.base}/api/v1/memories", headers={"X-API-Key": keys["alice"]}).json()
+            assert [m["content"] for m in listed["memories"]] == [note["content"]]

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from mcp import Client
+from mcp import Client, MCPError
 
 from mcp_calls import structured
+from mnemo.caller import Caller, Role, acting_as
 from mnemo.cli import cli
 from mnemo.clock import ManualClock
 from mnemo.lifecycle import jobs
@@ -45,6 +46,26 @@ async def test_an_archive_run_and_a_restore_are_jobs_readable_by_id(server: Prof
         assert job["result"]["archived"] == 3
         restored = await structured(client, "restore_memory", memory_ids=ids)
         assert (await read_job(client, restored["restore_job_id"]))["status"] == "succeeded"
+
+
+async def test_a_job_is_read_only_by_the_user_who_started_it_and_hidden_like_an_unknown_id_from_others(
+    server: ProfileServer,
+):
+    async with Client(server) as client:
+        with acting_as(Caller("alice")):
+            ids = [(await structured(client, "store_memory", content=f"Note {n}"))["memory_id"] for n in range(2)]
+            job_id = (await structured(client, "archive_memory", memory_ids=ids))["archive_job_id"]
+            assert (await read_job(client, job_id))["status"] == "succeeded"
+        refusals = []
+        for asked in (job_id, "no-such-job"):
+            with acting_as(Caller("bob")), pytest.raises(MCPError) as refused:
+                await read_job(client, asked)
+            error = refused.value
+            refusals.append(repr((error.code, error.message, error.data)).replace(asked, "ID"))
+        assert refusals[0] == refusals[1]  # the same answer, but for the id asked
+        with acting_as(Caller("root", Role.ADMIN)):
+            assert (await read_job(client, job_id))["kind"] == "archive to cold"
+        assert (await read_job(client, job_id))["kind"] == "archive to cold"  # the keyless local caller
 
 
 def test_a_job_left_running_by_a_dead_process_is_marked_failed(server: ProfileServer, clock: ManualClock):

@@ -14,10 +14,12 @@ from collections.abc import Iterator
 import pytest
 from mcp import Client
 
+from mnemo.caller import Caller, Role, acting_as
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.model import BAND_IMPORTANCE, ImportanceBand, Status
 from mnemo.server import ProfileServer, build_server
+from mnemo.space_files import KEEP_BACKUPS
 from spec003 import EXAMPLE, NINE_TOOLS, add, body, error, everything, text, words
 
 pytestmark = pytest.mark.every_backend  # every profile on SQLite and PostgreSQL
@@ -597,6 +599,41 @@ async def test_clearing_an_empty_space_writes_no_backup(client, server):
     answer = await body(client, "clear_memory", confirm=True)
     assert (answer["entries_cleared"], answer["backup_file"]) == (0, None)
     assert answer["message"] == "Successfully cleared 0 memory entries. Nothing to back up."
+
+
+async def test_each_user_keeps_their_own_newest_backups_whatever_others_clear(client, server, clock):
+    with acting_as(Caller("alice")):
+        await add(client, "alice's entry")
+        alices = (await body(client, "clear_memory", confirm=True))["backup_file"]
+    bobs = []
+    for i in range(KEEP_BACKUPS + 1):
+        clock.advance(seconds=1)
+        with acting_as(Caller("bob")):
+            await add(client, f"bob's entry {i}")
+            bobs.append((await body(client, "clear_memory", confirm=True))["backup_file"])
+    folder = server.service.shared_limits.folder
+    kept = sorted(f"backups/{p.name}" for p in (folder / "backups").glob("shared-*.json"))
+    assert kept == sorted([alices, *bobs[1:]])  # bob's eleventh clear dropped bob's oldest, not alice's
+
+
+async def test_a_reader_clearing_or_deleting_or_updating_is_forbidden_and_changes_nothing(client, server):
+    with acting_as(Caller("carol")):
+        kept = (await add(client, "carol's entry", priority="low"))["entry_id"]
+        deleted = (await add(client, "carol's deleted entry"))["entry_id"]
+        await body(client, "delete_memory", entry_id=deleted)
+    before = everything(server)
+    calls = [
+        ("clear_memory", {"confirm": True}),
+        ("delete_memory", {"entry_id": deleted}),  # deleted already: a member is told it is done
+        ("update_memory", {"entry_id": kept, "priority": "low"}),  # as it is: a member is told it is done
+        ("update_memory", {"entry_id": kept, "content": "carol's entry"}),
+    ]
+    for reader in (Caller("carol", Role.READER), Caller("dave", Role.READER)):  # with entries of their own, and none
+        for tool, args in calls[: 1 if reader.user_id == "dave" else None]:
+            with acting_as(reader):
+                assert "read-only key" in await error(client, tool, **args)
+    assert everything(server) == before
+    assert not (server.service.shared_limits.folder / "backups").exists()
 
 
 # -- health_check -------------------------------------------------------------------------------

@@ -12,15 +12,16 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-from conftest import sqlite_only
+from conftest import START, sqlite_only
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
@@ -30,13 +31,13 @@ from mnemo.errors import CorruptedData, Duplicate, Locked, MnemoError, NotFound,
 from mnemo.model import Context, Status
 from mnemo.query import Filters
 from mnemo.service import MemoryService
-from mnemo.storage import postgres_vectors, sql
+from mnemo.storage import IdempotentCall, Storage, postgres_vectors, sql
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
 from mnemo.storage.sqlite_schema import MIGRATIONS
 from mnemo.words import search_terms
-from postgres_server import store_connection, undo_m005, undo_m006
+from postgres_server import store_connection, undo_m005, undo_m006, undo_m011
 
 MIGRATION_NAMES = [m.__name__ for m in MIGRATIONS]
 
@@ -421,6 +422,53 @@ def test_a_migration_that_fails_leaves_the_store_at_its_previous_version(
         upgraded.close()
     assert _user_version(folder / DB_FILENAME) == len(MIGRATIONS) + 1
     assert "notes" in _tables(folder / DB_FILENAME)
+
+
+def _calls_left_by_a_mnemo_before_leases_after_the_upgrade(storage: Storage) -> None:
+    """The calls the store held, as a mnemo without leases wrote them at START: "stuck" (its server
+    was killed mid-call) is free for a retry; "done" keeps its answer."""
+    at = START + timedelta(minutes=1)
+    for key, kept in (("stuck", None), ("done", IdempotentCall("digest", '{"ok": 1}'))):
+        assert storage.begin_idempotent("alice", key, "digest", "retry", at, at + timedelta(seconds=15),
+                                        at - timedelta(hours=24)) == kept  # fmt: skip
+
+
+def test_m016_frees_the_key_of_a_call_left_running_before_leases_and_keeps_the_answers_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    folder = tmp_path / "store"
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS[: MIGRATION_NAMES.index("m016_idempotency_leases")])
+    SQLiteStorage(folder).close()
+    with _raw(folder / DB_FILENAME) as db:
+        db.executemany(
+            "INSERT INTO idempotent_calls VALUES ('alice', ?, 'digest', ?, '2026-01-15T12:00:00.000000Z')",
+            [("stuck", None), ("done", '{"ok": 1}')],
+        )
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS)
+    upgraded = SQLiteStorage(folder)
+    try:
+        _calls_left_by_a_mnemo_before_leases_after_the_upgrade(upgraded)
+    finally:
+        upgraded.close()
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_postgresql_m011_frees_the_key_of_a_call_left_running_before_leases_and_keeps_the_answers_kept(
+    service: MemoryService, settings: Settings, clock: ManualClock
+):
+    service.storage.close()
+    assert settings.database_url is not None
+    with store_connection(settings.database_url) as db:
+        undo_m011(db)  # the store as m010 left it
+        db.cursor().executemany(
+            "INSERT INTO idempotent_calls VALUES ('alice', %s, 'digest', %s, %s)",
+            [("stuck", None, START), ("done", '{"ok": 1}', START)],
+        )
+    upgraded = open_service(settings, clock=clock)
+    try:
+        _calls_left_by_a_mnemo_before_leases_after_the_upgrade(upgraded.storage)
+    finally:
+        upgraded.storage.close()
 
 
 # -- the text index follows the content --------------------------------------------------
@@ -823,3 +871,38 @@ def test_postgresql_builds_its_hnsw_index_choosing_links_among_128_candidates(se
         assert "ef_construction='128'" in definition()
     finally:
         service.storage.close()
+
+
+# -- request ledgers ------------------------------------------------------------------------------
+
+
+def test_an_idempotency_key_whose_lease_ran_out_is_taken_over_by_one_retry_and_its_old_holder_changes_nothing(
+    service: MemoryService,
+):
+    storage, start, lease = service.storage, service.clock.now(), timedelta(seconds=15)
+
+    def begin(holder: str, after_s: int) -> IdempotentCall | None:
+        at = start + timedelta(seconds=after_s)
+        return storage.begin_idempotent("alice", "k", "digest", holder, at, at + lease, at - timedelta(hours=24))
+
+    assert begin("killed", 0) is None
+    assert begin("retry", 10) == IdempotentCall("digest", None, start + lease)  # still leased: refused
+    storage.renew_idempotent("killed", [("alice", "k")], start + timedelta(seconds=25))
+    assert begin("retry", 20) == IdempotentCall("digest", None, start + timedelta(seconds=25))
+    # Not renewed since (its server was killed): of four retries at once, one takes the key over.
+    barrier = threading.Barrier(4)
+
+    def retry(n: int) -> IdempotentCall | None:
+        barrier.wait()
+        return begin(f"retry-{n}", 30)
+
+    with ThreadPoolExecutor(4) as pool:
+        outcomes = list(pool.map(retry, range(4)))
+    taken = start + timedelta(seconds=30) + lease
+    assert sorted(outcomes, key=str) == [IdempotentCall("digest", None, taken)] * 3 + [None]
+    storage.renew_idempotent("killed", [("alice", "k")], start + timedelta(hours=1))  # the old holder is ignored
+    storage.end_idempotent("alice", "k", "killed", None)
+    storage.end_idempotent("alice", "k", "killed", '"stale"')
+    assert begin("retry", 31) == IdempotentCall("digest", None, taken)
+    storage.end_idempotent("alice", "k", f"retry-{outcomes.index(None)}", '"done"')
+    assert begin("retry", 60) == IdempotentCall("digest", '"done"', taken)  # an answer is kept past its lease

@@ -16,7 +16,7 @@ from mnemo import caller as callers
 from mnemo.caller import Caller, Role
 from mnemo.errors import Forbidden
 from mnemo.model import READABLE_BY_ALL, Context, Memory
-from mnemo.storage import Storage
+from mnemo.storage import Job, Storage
 
 
 def can_read(memory: Memory, caller: Caller | None) -> bool:
@@ -89,6 +89,12 @@ class ScopedStorage:
 
     def vectors_of(self, memory_ids: Sequence[str]) -> dict[str, bytes]:
         return self.inner.vectors_of([m.id for m in self.get_many(memory_ids)])
+
+    def get_job(self, job_id: str) -> Job | None:
+        """A job is its starter's (and an admin's): to anyone else another user's job is no job at all."""
+        job = self.inner.get_job(job_id)
+        caller = callers.current()
+        return job if job is None or caller is None or caller.is_admin or job.owner == caller.user_id else None
 
     def get_by_path(self, path: str) -> Memory | None:
         memory = self.inner.get_by_path(path)

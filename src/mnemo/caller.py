@@ -45,6 +45,12 @@ def current() -> Caller | None:
     return _current.get()
 
 
+def user_id() -> str | None:
+    """The running call's user, whatever their role; None for a local caller."""
+    caller = _current.get()
+    return None if caller is None else caller.user_id
+
+
 def viewer() -> str | None:
     """Whose view queries take: the caller's user, unless an admin or a local caller (None: all)."""
     caller = _current.get()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from mnemo import paths
+from mnemo import access, paths
 from mnemo.engine.results import UNSET, ForgetResult, UpdateResult
 from mnemo.errors import NotFound
 from mnemo.model import Memory
@@ -109,7 +109,10 @@ class NamedStores:
 
     def prune(self, store: str) -> Sequence[Memory]:
         service = self.existing(store)
-        return [] if service is None else service.prune_expired()
+        if service is None:
+            access.check_may_write()  # refused as the store's prune_expired would refuse it
+            return []
+        return service.prune_expired()
 
     def _existing(self, store: str, path: str, field: str = "path") -> MemoryService:
         """The store's service, or ``NotFound`` for the path when the store has no folder yet."""

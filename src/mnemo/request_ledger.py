@@ -12,20 +12,31 @@ call, counts against ``*``. ``MNEMO_RATE_LIMITS`` changes them: ``store_memory=5
 An idempotency key names one write: the first call under a key runs and its answer is kept for
 ``IDEMPOTENCY_TTL``; the same key with the same request gets that answer again without running
 anything; with another request it is refused (``KeyReused``); while the first is still running,
-a retry is refused as ``CallInProgress`` rather than run twice.
+a retry is refused as ``CallInProgress`` rather than run twice. A running call holds its key by a
+lease that its server renews while it runs: a server that died (SIGKILL, a lost machine) stops
+renewing, and once the lease runs out a retry takes the key over and runs the call (one retry: the
+store takes the key over in one statement). A call that gave no answer (an error, a dropped
+connection) frees its key at once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
+import threading
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from mnemo.clock import Clock
-from mnemo.errors import CallInProgress, InvalidInput, KeyReused, RateLimited
+from mnemo.errors import CallInProgress, InvalidInput, KeyReused, MnemoError, RateLimited
+from mnemo.model import new_id
 from mnemo.storage import Storage
+
+log = logging.getLogger(__name__)
 
 SPEC_004_LIMITS = {  # requests per minute, spec 004's "Rate Limits"
     "store_memory": 100,
@@ -42,6 +53,8 @@ SPEC_004_LIMITS = {  # requests per minute, spec 004's "Rate Limits"
 OTHER_REQUESTS = "*"
 DEFAULT_LIMIT = 600  # any other tool or request, per minute
 IDEMPOTENCY_TTL = timedelta(hours=24)
+IDEMPOTENCY_LEASE = timedelta(seconds=15)  # a running call's hold on its key, unless its server renews it
+LEASE_RENEWAL_S = 5.0  # how often a server renews the leases of the calls it runs
 MAX_KEY_CHARS = 255
 
 
@@ -80,6 +93,11 @@ class RateState:
                 "X-RateLimit-Reset": str(self.reset)}  # fmt: skip
 
 
+def retry_after(refused: MnemoError) -> dict[str, str]:
+    """The ``Retry-After`` header of a refusal that says when to retry (a call in progress), or none."""
+    return {"Retry-After": str(refused.details["retry_after"])} if "retry_after" in refused.details else {}
+
+
 def request_digest(tool: str, arguments: Any) -> str:
     """The same request, whatever the order or spacing of its JSON."""
     canonical = json.dumps([tool, arguments], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -87,10 +105,17 @@ def request_digest(tool: str, arguments: Any) -> str:
 
 
 class RequestLedger:
-    def __init__(self, storage: Storage, clock: Clock, limits: RateLimits) -> None:
+    def __init__(
+        self, storage: Storage, clock: Clock, limits: RateLimits, renew_every_s: float = LEASE_RENEWAL_S
+    ) -> None:
         self.storage = storage
         self.clock = clock
         self.limits = limits
+        self.renew_every_s = renew_every_s
+        self.holder = new_id()  # this server's name on the keys of the calls it runs
+        self._running: set[tuple[str, str]] = set()  # (principal, key) of those calls
+        self._lock = threading.Lock()
+        self._renewing = False
 
     def count(self, principal: str, bucket: str) -> RateState | None:
         """Count one request; RateLimited (its state in ``details``) past the limit; None when off."""
@@ -113,16 +138,42 @@ class RequestLedger:
         """The kept answer of an earlier call under this key; None: run this one (then ``end`` it)."""
         if not key or len(key) > MAX_KEY_CHARS or not key.isprintable():
             raise InvalidInput(f"X-Idempotency-Key must be 1-{MAX_KEY_CHARS} printable characters", field="key")
-        now = self.clock.now()
-        earlier = self.storage.begin_idempotent(principal, key, request_digest(tool, arguments), now,
+        now, digest = self.clock.now(), request_digest(tool, arguments)
+        earlier = self.storage.begin_idempotent(principal, key, digest, self.holder, now, now + IDEMPOTENCY_LEASE,
                                                 now - IDEMPOTENCY_TTL)  # fmt: skip
         if earlier is None:
+            self._hold(principal, key)
             return None
-        if earlier.request_sha256 != request_digest(tool, arguments):
+        if earlier.request_sha256 != digest:
             raise KeyReused(f"idempotency key {key!r} was used for another request", key=key)
         if earlier.answer is None:
-            raise CallInProgress(f"the call with idempotency key {key!r} has not answered yet; retry", key=key)
+            wait = max(1, math.ceil(((earlier.lease_until or now) - now).total_seconds()))
+            raise CallInProgress(f"the call with idempotency key {key!r} has not answered yet; retry in {wait} s",
+                                 key=key, retry_after=wait)  # fmt: skip
         return earlier.answer
 
     def end(self, principal: str, key: str, answer: str | None) -> None:
-        self.storage.end_idempotent(principal, key, answer)
+        with self._lock:
+            self._running.discard((principal, key))
+        self.storage.end_idempotent(principal, key, self.holder, answer)
+
+    def _hold(self, principal: str, key: str) -> None:
+        with self._lock:
+            self._running.add((principal, key))
+            if not self._renewing:
+                self._renewing = True
+                threading.Thread(target=self._renew, name="mnemo-idempotency-leases", daemon=True).start()
+
+    def _renew(self) -> None:
+        """While this server runs calls under idempotency keys, renew their leases (then stop)."""
+        while True:
+            time.sleep(self.renew_every_s)
+            with self._lock:
+                running = sorted(self._running)
+                self._renewing = bool(running)
+            if not running:
+                return
+            try:
+                self.storage.renew_idempotent(self.holder, running, self.clock.now() + IDEMPOTENCY_LEASE)
+            except MnemoError as error:  # the store out of reach: try again at the next turn
+                log.warning("could not renew the leases of %d idempotent calls: %s", len(running), error.message)

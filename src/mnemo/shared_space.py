@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemo import bounds, space_files
-from mnemo.access import in_own_space
-from mnemo.caller import viewer
+from mnemo.access import check_may_write, check_writable, in_own_space
+from mnemo.caller import user_id, viewer
 from mnemo.engine.results import TagEdit
 from mnemo.errors import Conflict, EmbeddingError, InvalidInput, MnemoError, NotFound, StorageError, reason_of
 from mnemo.model import (
@@ -295,6 +295,7 @@ class SharedSpace:
         if metadata is not None:
             changes["metadata"] = metadata
         if not changes:
+            check_writable(current)  # what would change nothing is still no reader's to do
             return Updated(current, fields)
         return Updated(self.service.update(entry_id, **changes).memory, fields)
 
@@ -307,6 +308,7 @@ class SharedSpace:
         bounds.text("entry_id", entry_id, bounds.MAX_ID_CHARS)
         held = self.storage.get(entry_id)
         if held is not None and held.agent_name is not None and held.status is Status.FORGOTTEN and in_own_space(held):
+            check_writable(held)
             deleted_at = held.forgotten_at or held.updated_at
             return Deleted(held, deleted_at, self.storage.count(self._space()))
         entry = self.get(entry_id)
@@ -389,6 +391,7 @@ class SharedSpace:
 
     def clear(self, confirm: bool) -> Cleared:
         """Back every entry up to a file, then soft-delete them all; only with ``confirm``."""
+        check_may_write()  # before anything: a reader's space may look empty, or be backed up for nothing
         if confirm is not True:
             raise InvalidInput(
                 "Confirmation required: call clear_memory with confirm=true to clear every entry "
@@ -400,7 +403,7 @@ class SharedSpace:
             now = self.service.clock.now()
             if not entries:  # an empty backup would only push a useful one out of the ten kept
                 return Cleared(0, now, None)
-            backup = space_files.write_backup(self._folder, self.storage.name, entries, now)
+            backup = space_files.write_backup(self._folder, self.storage.name, entries, now, user_id())
             try:
                 self.service.forget_softly(entries, ForgetReason.USER_REQUEST, "clear_memory")
             except Conflict:

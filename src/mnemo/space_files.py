@@ -3,13 +3,17 @@
 Both hold whole memory records as JSON, so nothing the store knew is lost and a backup can be put
 back (``SharedSpace.restore_backup``). Layout inside the store's folder:
 
-    backups/shared-<UTC time>-<id>.json     one per clear_memory, the newest KEEP_BACKUPS kept
-    archive/shared-<YYYY-MM>.jsonl           one line per rotated entry: {"rotated_at", "entry"}
+    backups/shared-<UTC time>-<id>[-<user>].json   one per clear_memory, each user's newest KEEP_BACKUPS kept
+    archive/shared-<YYYY-MM>.jsonl                 one line per rotated entry: {"rotated_at", "entry"}
+
+``<user>`` is a digest of the user who cleared (any text may be a user id), absent for the local
+caller: one user's clears never push another's backups out.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import tempfile
@@ -62,8 +66,18 @@ def backups(folder: Path) -> list[Path]:
     return sorted(directory.glob("shared-*.json")) if directory.is_dir() else []
 
 
-def write_backup(folder: Path, store: str, memories: Sequence[Memory], now: datetime) -> Path:
-    """Write the memories to a new backup file, completely or not at all; keep the newest KEEP_BACKUPS."""
+def _writer_tag(user: str | None) -> str:
+    return "" if user is None else "-" + hashlib.sha256(user.encode()).hexdigest()[:16]
+
+
+def _writer_tag_of(backup: Path) -> str:
+    """The writer's tag in a backup's name (after its time and id); "" for the local caller's."""
+    parts = backup.stem.split("-", 3)
+    return "-" + parts[3] if len(parts) > 3 else ""
+
+
+def write_backup(folder: Path, store: str, memories: Sequence[Memory], now: datetime, user: str | None) -> Path:
+    """Write the memories to a new backup file, completely or not at all; keep the user's newest KEEP_BACKUPS."""
     body = {
         "format": BACKUP_FORMAT,
         "version": BACKUP_VERSION,
@@ -72,7 +86,8 @@ def write_backup(folder: Path, store: str, memories: Sequence[Memory], now: date
         "entries": [record(m) for m in memories],
     }
     directory = backup_dir(folder)
-    path = directory / f"shared-{now.strftime('%Y%m%dT%H%M%S%fZ')}-{new_id()[:8]}.json"
+    tag = _writer_tag(user)
+    path = directory / f"shared-{now.strftime('%Y%m%dT%H%M%S%fZ')}-{new_id()[:8]}{tag}.json"
     try:
         directory.mkdir(parents=True, exist_ok=True)
         # Written beside its final name and renamed: a reader never sees half a backup.
@@ -81,7 +96,7 @@ def write_backup(folder: Path, store: str, memories: Sequence[Memory], now: date
             out.flush()
             os.fsync(out.fileno())
         os.replace(out.name, path)
-        for old in backups(folder)[:-KEEP_BACKUPS]:
+        for old in [b for b in backups(folder) if _writer_tag_of(b) == tag][:-KEEP_BACKUPS]:
             old.unlink(missing_ok=True)
     except OSError as exc:
         raise StorageError(f"could not write the backup: {reason_of(exc)}") from exc

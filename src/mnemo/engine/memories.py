@@ -314,6 +314,7 @@ class MemoryOperations(EmbeddingOperations):
                 changes.update(_status_change(status, reason))
             changed = {k: v for k, v in changes.items() if getattr(current, k) != v}
             if not changed:
+                access.check_writable(current)  # a caller who may not write it is not told it is done
                 return UpdateResult(current, [], None)
             now = self.clock.now()
             updated = current.evolve(**changed, version=current.version + 1, updated_at=now)

@@ -86,6 +86,7 @@ class PathOperations(MemoryOperations):
 
     def prune_expired(self) -> Sequence[Memory]:
         """Forget every expired memory that has a path (reason "expired") in the caller's space; returns them."""
+        access.check_may_write()  # a reader's space may hold none: refused all the same
         expired = [m for m in self.storage.expired_with_path(self.clock.now()) if access.in_own_space(m)]
         return [m for m in expired if self._forget_if_there(m.id, ForgetReason.EXPIRED)]
 

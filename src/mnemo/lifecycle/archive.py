@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from mnemo import bounds
+from mnemo import access, bounds
 from mnemo.caller import viewer
 from mnemo.errors import AlreadyActive, AlreadyArchived, ArchiveQuotaExceeded, InvalidInput, NotFound, Unprocessable
 from mnemo.lifecycle import archive_files, jobs
@@ -130,6 +130,7 @@ class Archiver:
         actor: str | None = None,
     ) -> ArchiveResult:
         """Move memories, named or matched by criteria, into a tier; dry_run only says what would move."""
+        access.check_may_write()  # a reader is not told what would move, as a sync's dry run tells them nothing
         _one_of(memory_id=memory_id, memory_ids=memory_ids, auto_archive_criteria=criteria)
         if memory_id is not None:
             memory_ids = [memory_id]

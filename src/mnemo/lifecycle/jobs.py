@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mnemo.caller import user_id
 from mnemo.clock import Clock
 from mnemo.errors import NotFound
 from mnemo.model import new_id, to_iso
@@ -43,7 +44,8 @@ class Progress:
 def recorded(
     storage: Storage, clock: Clock, kind: str, job_id: str | None = None, total: int | None = None
 ) -> Iterator[Progress]:
-    job = Job(job_id or new_id(), kind, RUNNING, clock.now(), socket.gethostname(), os.getpid(), total=total)
+    job = Job(job_id or new_id(), kind, RUNNING, clock.now(), socket.gethostname(), os.getpid(), total=total,
+              owner=user_id())  # fmt: skip
     storage.put_job(job)
     progress = Progress(job, storage, {})
     try:
@@ -60,7 +62,7 @@ def recorded(
 
 def announce(storage: Storage, clock: Clock, kind: str, job_id: str) -> None:
     """Record a job as running before the thread that runs it (and records it again) has started."""
-    storage.put_job(Job(job_id, kind, RUNNING, clock.now(), socket.gethostname(), os.getpid()))
+    storage.put_job(Job(job_id, kind, RUNNING, clock.now(), socket.gethostname(), os.getpid(), owner=user_id()))
 
 
 def close_abandoned(storage: Storage, clock: Clock) -> int:

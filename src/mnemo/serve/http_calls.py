@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse
 
 from mnemo.caller import current
 from mnemo.errors import MnemoError, RateLimited
-from mnemo.request_ledger import OTHER_REQUESTS, RateState, RequestLedger
+from mnemo.request_ledger import OTHER_REQUESTS, RateState, RequestLedger, retry_after
 from mnemo.serve.asgi import Message, Receive, Scope, Send
 
 ANONYMOUS = "-"  # the principal of an open (keyless, loopback) server
@@ -64,7 +64,8 @@ class CallLedger:
             kept = await anyio.to_thread.run_sync(self.ledger.begin, principal, key, params.get("name"),
                                                   params.get("arguments"))  # fmt: skip
         except MnemoError as refused:
-            await JSONResponse(self.answer_error(refused, message["id"]))(scope, receive, send)
+            refusal = JSONResponse(self.answer_error(refused, message["id"]), headers=retry_after(refused))
+            await refusal(scope, receive, send)
             return
         if kept is not None:
             replayed = {"jsonrpc": "2.0", "id": message["id"], "result": json.loads(kept)}
@@ -85,7 +86,7 @@ class CallLedger:
         try:
             await self.app(scope, receive, keep)
             answer = _result_for(message["id"], b"".join(sent), content_type)
-        finally:  # no answer (a crash, a dropped connection): the key is free for a retry
+        finally:  # no answer (an error, a dropped connection): the key is free for a retry
             await anyio.to_thread.run_sync(self.ledger.end, principal, key, answer)
 
     def _refuse(self, message: dict[str, Any] | None, limited: RateLimited, state: RateState) -> JSONResponse:

@@ -25,7 +25,7 @@ from mnemo.caller import current
 from mnemo.errors import InvalidInput, MnemoError, RateLimited
 from mnemo.model import to_iso
 from mnemo.profiles.full_schemas import listed_memory
-from mnemo.request_ledger import RequestLedger
+from mnemo.request_ledger import RequestLedger, retry_after
 from mnemo.serve.rest_openapi import openapi_document
 
 PREFIX = "/api/v1"
@@ -165,7 +165,7 @@ class RestApi:
             try:
                 kept = await anyio.to_thread.run_sync(self.ledger.begin, principal, key, tool, arguments)
             except MnemoError as refused:
-                return self._error(refused, headers)
+                return self._error(refused, headers | retry_after(refused))
             if kept is not None:
                 status, body = json.loads(kept)
                 return JSONResponse(body, status, {**headers, "Idempotent-Replayed": "true"})

@@ -74,10 +74,12 @@ class StoreFile:
 
 @dataclass(frozen=True, slots=True)
 class IdempotentCall:
-    """A call made earlier under an idempotency key: what it asked (hashed) and its answer (None: running)."""
+    """A call made earlier under an idempotency key: what it asked (hashed), its answer (None: running)
+    and, while it runs, until when its server vouches for it (the lease that server renews)."""
 
     request_sha256: str
     answer: str | None
+    lease_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,7 @@ class Job:
     total: int | None = None
     detail: str = "{}"  # JSON: what the operation reports when it ends
     error: str | None = None
+    owner: str | None = None  # the user who started it; None: a local caller
 
 
 class VectorSearch(Protocol):
@@ -195,10 +198,15 @@ class Storage(Protocol):
 
     # -- request ledgers (HTTP servers of one store share them) --------------------------
     def count_request(self, principal: str, bucket: str, window: int) -> int: ...  # the count after this one
+    # None: the key was new, or its running call's lease had run out (its server died); now
+    # ``holder`` (a server) runs it, leased until ``lease_until``. Renewing and ending take effect
+    # only on the keys the holder still holds.
     def begin_idempotent(
-        self, principal: str, key: str, request_sha256: str, at: datetime, forget_before: datetime
-    ) -> IdempotentCall | None: ...  # None: a new key, now recorded as running
-    def end_idempotent(self, principal: str, key: str, answer: str | None) -> None: ...
+        self, principal: str, key: str, request_sha256: str, holder: str, at: datetime, lease_until: datetime,
+        forget_before: datetime,
+    ) -> IdempotentCall | None: ...  # fmt: skip
+    def renew_idempotent(self, holder: str, calls: Sequence[tuple[str, str]], lease_until: datetime) -> None: ...
+    def end_idempotent(self, principal: str, key: str, holder: str, answer: str | None) -> None: ...
 
     # -- jobs ------------------------------------------------------------------------------
     def put_job(self, job: Job) -> None: ...  # insert or replace the job's record

@@ -404,6 +404,19 @@ def m009_memory_counts(db: psycopg.Connection) -> None:
         )  # type: ignore[call-overload]  # built from constants, not from input
 
 
+def m010_job_owners(db: psycopg.Connection) -> None:
+    """Each job records the user who started it (NULL: a local caller), who alone may read it by id
+    (``access.ScopedStorage.get_job``). Jobs recorded before are a local caller's."""
+    db.execute("ALTER TABLE jobs ADD COLUMN owner TEXT")
+
+
+def m011_idempotency_leases(db: psycopg.Connection) -> None:
+    """A call running under an idempotency key holds it (``holder``) by a lease its server renews
+    while it runs (``request_ledger``), so a retry may take over the key of a call whose server died.
+    A call recorded running before has no lease: a retry may take it over."""
+    db.execute("ALTER TABLE idempotent_calls ADD COLUMN holder TEXT, ADD COLUMN lease_until TIMESTAMPTZ")
+
+
 MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m001_create_tables,
     m002_session_index,
@@ -414,6 +427,8 @@ MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m007_words_index_without_pending_list,
     m008_words_index_knows_readers,
     m009_memory_counts,
+    m010_job_owners,
+    m011_idempotency_leases,
 ]
 _LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock that migrations (of any store) run under
 

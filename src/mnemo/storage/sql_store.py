@@ -26,7 +26,7 @@ __all__ = ["SQLStore", "TextHit"]
 class SQLStore(SQLStatistics):
     _unique_violation: ClassVar[type[Exception]]  # the driver's error for a broken UNIQUE constraint
     # The SQL of jobs and of the request ledgers, over one connection: modules with put_job, get_job,
-    # recent_jobs, running_jobs; count_request, begin_idempotent, end_idempotent.
+    # recent_jobs, running_jobs; count_request, begin_idempotent, renew_idempotent, end_idempotent.
     _jobs: ClassVar[Any]
     _requests: ClassVar[Any]
 
@@ -422,17 +422,22 @@ class SQLStore(SQLStatistics):
             return int(self._requests.count_request(db, principal, bucket, window))
 
     def begin_idempotent(
-        self, principal: str, key: str, request_sha256: str, at: datetime, forget_before: datetime
-    ) -> IdempotentCall | None:
+        self, principal: str, key: str, request_sha256: str, holder: str, at: datetime, lease_until: datetime,
+        forget_before: datetime,
+    ) -> IdempotentCall | None:  # fmt: skip
         with self._write() as db:
             call: IdempotentCall | None = self._requests.begin_idempotent(
-                db, principal, key, request_sha256, at, forget_before
+                db, principal, key, request_sha256, holder, at, lease_until, forget_before
             )
             return call
 
-    def end_idempotent(self, principal: str, key: str, answer: str | None) -> None:
+    def renew_idempotent(self, holder: str, calls: Sequence[tuple[str, str]], lease_until: datetime) -> None:
         with self._write() as db:
-            self._requests.end_idempotent(db, principal, key, answer)
+            self._requests.renew_idempotent(db, holder, calls, lease_until)
+
+    def end_idempotent(self, principal: str, key: str, holder: str, answer: str | None) -> None:
+        with self._write() as db:
+            self._requests.end_idempotent(db, principal, key, holder, answer)
 
     def put_job(self, job: Job) -> None:
         with self._write() as db:

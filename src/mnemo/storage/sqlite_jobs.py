@@ -8,12 +8,12 @@ from datetime import datetime
 from mnemo.model import to_iso
 from mnemo.storage import Job
 
-_COLUMNS = "id, kind, status, started_at, ended_at, done, total, detail, error, host, pid"
+_COLUMNS = "id, kind, status, started_at, ended_at, done, total, detail, error, host, pid, owner"
 
 
 def put_job(db: sqlite3.Connection, job: Job) -> None:
     db.execute(
-        f"INSERT OR REPLACE INTO jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT OR REPLACE INTO jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             job.id,
             job.kind,
@@ -26,12 +26,13 @@ def put_job(db: sqlite3.Connection, job: Job) -> None:
             job.error,
             job.host,
             job.pid,
+            job.owner,
         ),
     )
 
 
 def _job(row: tuple) -> Job:  # type: ignore[type-arg]
-    job_id, kind, status, started, ended, done, total, detail, error, host, pid = row
+    job_id, kind, status, started, ended, done, total, detail, error, host, pid, owner = row
     return Job(
         job_id,
         kind,
@@ -44,6 +45,7 @@ def _job(row: tuple) -> Job:  # type: ignore[type-arg]
         total,
         detail,
         error,
+        owner,
     )
 
 

@@ -482,6 +482,20 @@ def m014_rowid_in_owner_indexes(db: sqlite3.Connection) -> None:
         db.execute(f"CREATE INDEX {name} ON memories{columns}")
 
 
+def m015_job_owners(db: sqlite3.Connection) -> None:
+    """Each job records the user who started it (NULL: a local caller), who alone may read it by id
+    (``access.ScopedStorage.get_job``). Jobs recorded before are a local caller's."""
+    db.execute("ALTER TABLE jobs ADD COLUMN owner TEXT")
+
+
+def m016_idempotency_leases(db: sqlite3.Connection) -> None:
+    """A call running under an idempotency key holds it (``holder``) by a lease its server renews
+    while it runs (``request_ledger``), so a retry may take over the key of a call whose server died.
+    A call recorded running before has no lease: a retry may take it over."""
+    db.execute("ALTER TABLE idempotent_calls ADD COLUMN holder TEXT")
+    db.execute("ALTER TABLE idempotent_calls ADD COLUMN lease_until TEXT")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
@@ -497,4 +511,6 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m012_category_filed_under_index,
     m013_expiry_in_range_indexes,
     m014_rowid_in_owner_indexes,
+    m015_job_owners,
+    m016_idempotency_leases,
 ]
