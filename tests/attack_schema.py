@@ -38,6 +38,8 @@ DATES = [
     "0001-01-01T00:00:00+14:00",
 ]
 BAD_DATES = ["2026-02-30T00:00:00Z", "2026-01-15T12:00:00.123456789Z", "not a date", "2026-01-15T25:00:00Z"]
+UNKNOWN_KEY = "not_an_argument"  # a key no tool has, added inside hostile objects
+
 HOSTILE: list[Any] = [
     None,
     "null",
@@ -151,6 +153,8 @@ class Schema:
         draw = self.attack if hostile else self.valid
         needed = {name: draw(s, depth + 1) for name, s in properties.items() if name in required}
         optional = {name: draw(s, depth + 1) for name, s in properties.items() if name not in required}
+        if hostile:  # a key the object does not have, inside it (at the top: ``arguments``)
+            optional[UNKNOWN_KEY] = st.sampled_from(HOSTILE)
         return st.fixed_dictionaries(needed, optional=optional)
 
     # -- anything, valid or not -------------------------------------------------------------
@@ -179,6 +183,20 @@ class Schema:
             return args
 
         return mutated()
+
+
+def unknown_keys(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """Where the value has a key its schema's object does not (every mnemo tool must refuse those)."""
+    found: list[str] = []
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        for key, item in value.items():
+            if key not in schema["properties"]:
+                found.append(f"{path}{key}")
+            else:
+                found += unknown_keys(item, schema["properties"][key], f"{path}{key}.")
+    for choice in schema.get("anyOf", []):
+        found += unknown_keys(value, choice, path)
+    return found
 
 
 def _past_edges(schema: dict[str, Any]) -> st.SearchStrategy[Any]:

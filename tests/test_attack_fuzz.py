@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from attack_checks import FIGURES, difference, dump, judge
 from attack_live import EXAMPLES, RANDOM, LiveClient
-from attack_schema import Pool, Schema
+from attack_schema import Pool, Schema, unknown_keys
 from conftest import START
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
@@ -138,6 +138,9 @@ def _fuzz(profile: str, home: Path, tmp_path: Path) -> Findings:
 def _attack(live: LiveClient, profile: str, home: Path, findings: Findings, tool: str, args: dict[str, Any]) -> None:
     before = dump(home)
     verdict = judge(profile, live.call(tool, args), live.tools[tool].output_schema, home)
+    unknown = unknown_keys(args, live.tools[tool].input_schema)
+    if unknown and verdict.accepted:  # an argument is used or refused, never dropped
+        verdict.problems.append(f"an unknown argument was accepted and ignored: {unknown}")
     FIGURES["fuzz: calls"] += 1
     FIGURES["fuzz: accepted" if verdict.accepted else "fuzz: rejected"] += 1
     if not verdict.accepted:

@@ -135,7 +135,7 @@ async def test_another_users_private_memories_never_reach_a_member(full: HttpSer
             )
         )["memory_id"]
         leaks: list[str] = []
-        seen = await answer(bob, "recall_memories", query="door code", min_relevance=0)
+        seen = await answer(bob, "recall_memories", query="door code")
         leaks += [c for c in contents(seen) if "4711" in c]
         listed = await answer(bob, "list_memories")
         assert [m["memory_id"] for m in listed["memories"]] == [shared]  # shared: readable by the team
@@ -167,7 +167,7 @@ async def test_another_users_private_memories_never_reach_a_member(full: HttpSer
         mine = await answer(bob, "store_memory", content="Alice's door code is 4711")
         assert mine["memory_id"] != secret
         assert leaks == []
-        assert contents(await answer(alice, "recall_memories", query="door code", min_relevance=0))[0].endswith("4711")
+        assert contents(await answer(alice, "recall_memories", query="door code"))[0].endswith("4711")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -265,7 +265,7 @@ def attacks(profile: str, target: str) -> list[tuple[str, dict[str, Any]]]:
     return {
         "full": [
             ("store_memory", {"content": "forged", "context": {"user_id": "alice"}}),
-            ("recall_memories", {"query": "vault code zebra", "min_relevance": 0}),
+            ("recall_memories", {"query": "vault code zebra"}),
             ("recall_memories", {"query": "vault", "filters": {"user_id": "alice"}}),
             ("update_memory", {"memory_id": target, "updates": {"content": "overwritten"}}),
             ("forget_memory", {"memory_id": target, "hard_delete": True}),

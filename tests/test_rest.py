@@ -47,7 +47,7 @@ def test_every_operation_answers_in_spec_004s_shapes(rest):
     assert updated.status_code == 200 and updated.json()["version"] == 2
     listed = call(rest, "alice", "GET", "/memories", params={"tag": "house", "limit": 5, "sort_by": "updated_at"})
     assert [m["memory_id"] for m in listed.json()["memories"]] == [memory_id]
-    found = call(rest, "alice", "POST", "/memories/recall", json={"query": "serviced", "min_relevance": 0})
+    found = call(rest, "alice", "POST", "/memories/recall", json={"query": "serviced"})
     assert found.json()["memories"][0]["memory_id"] == memory_id
     archived = call(rest, "alice", "POST", f"/memories/{memory_id}/archive", json={})
     assert archived.status_code == 200
@@ -145,7 +145,7 @@ def test_every_endpoint_tried_on_another_users_memory_leaks_and_changes_nothing(
             {"memory_ids": [target, target], "consolidation_strategy": "merge_all"},
             None,
         ),
-        ("POST", "/memories/recall", {"query": "safe opens", "min_relevance": 0}, None),
+        ("POST", "/memories/recall", {"query": "safe opens"}, None),
         ("POST", "/memories/recall", {"query": "safe", "filters": {"user_id": "alice"}}, None),
         ("GET", "/memories", None, {"status": "archived"}),
         ("POST", "/memories/list", {"filters": {"user_id": "alice"}}, None),

@@ -34,7 +34,7 @@ from mnemo.lifecycle.jobs import close_abandoned
 from mnemo.lifecycle.maintenance import maintain
 from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
-from mnemo.profiles.arguments import keep_strings_literal
+from mnemo.profiles.arguments import read_arguments_strictly, unknown_argument
 from mnemo.profiles.tool_schemas import serve_lean_schemas
 from mnemo.request_ledger import RateLimits
 from mnemo.serve.options import HttpOptions
@@ -50,15 +50,20 @@ log = logging.getLogger("mnemo")
 SHOWN_PROBLEMS = 10  # an error names at most this many of the problems found, whatever the input
 
 
-def _describe(error: ValidationError) -> InvalidInput:
-    problems = [
-        {"field": clipped(".".join(str(part) for part in e["loc"]) or "arguments", MAX_FIELD_CHARS),
-         "message": e["msg"]}
-        for e in error.errors(include_url=False, include_context=False, include_input=False)[:SHOWN_PROBLEMS]
-    ]  # fmt: skip
+def _describe(error: ValidationError, schema: dict[str, Any]) -> InvalidInput:
+    """The profile's invalid-input error for a validation failure against the tool's input schema."""
+    found = error.errors(include_url=False, include_context=False, include_input=False)
+    # An optional argument is "X or absent": that it is not absent either says nothing more.
+    found = [e for e in found if e["type"] != "none_required"] or found
+    problems = []
+    for e in found[:SHOWN_PROBLEMS]:
+        field, message = ".".join(str(part) for part in e["loc"]) or "arguments", e["msg"]
+        if e["type"] == "extra_forbidden":
+            field, message = unknown_argument(schema, e["loc"])
+        problems.append({"field": clipped(field, MAX_FIELD_CHARS), "message": message})
     summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
-    if error.error_count() > SHOWN_PROBLEMS:
-        summary += f"; and {error.error_count() - SHOWN_PROBLEMS} more"
+    if len(found) > SHOWN_PROBLEMS:
+        summary += f"; and {len(found) - SHOWN_PROBLEMS} more"
     return InvalidInput(f"invalid input: {summary}", errors=problems)
 
 
@@ -78,7 +83,7 @@ class ProfileServer(MCPServer):
             if stores is None:
                 raise ValueError(f"profile {profile.name!r} serves named stores: pass them")
             profile.register_stores(self, stores)
-        keep_strings_literal(self)
+        read_arguments_strictly(self)
         serve_lean_schemas(self)
 
     async def run_stdio_async(self) -> None:
@@ -103,7 +108,8 @@ class ProfileServer(MCPServer):
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
-                return self.profile.error_result(_describe(cause), self.service.clock.now())
+                schema = self._tool_manager.get_tool(name).parameters  # type: ignore[union-attr]
+                return self.profile.error_result(_describe(cause, schema), self.service.clock.now())
             if isinstance(cause, MnemoError):
                 log.info("tool %s failed: %s %s", name, cause.code, cause.message)
                 return self.profile.error_result(cause, self.service.clock.now())

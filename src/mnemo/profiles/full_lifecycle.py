@@ -39,7 +39,7 @@ MAX_LOCATION_CHARS = 1024  # a store name (64) or, for a local caller, a folder'
 
 
 class AutoArchiveCriteria(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra={"minProperties": 1})
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     inactive_days: Annotated[int, Field(ge=1, le=36_500)] | Omitted = Field(
         None, description="Archive if not accessed for this many days"
@@ -58,7 +58,7 @@ class AutoArchiveCriteria(BaseModel):
 
 
 class PreserveMetadataInput(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     earliest_timestamp: bool = True
     highest_importance: bool = True
@@ -110,7 +110,7 @@ class ArchiveMemoryResult(Output):
 
 
 class SyncFiltersIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
     categories: Annotated[list[str], Field(max_length=MAX_SYNC_CATEGORIES)] | Omitted = None
     user_id: Annotated[str, Field(max_length=MAX_ID_CHARS)] | Omitted = None
     conversation_id: Annotated[str, Field(max_length=MAX_ID_CHARS)] | Omitted = None

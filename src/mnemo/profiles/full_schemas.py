@@ -32,7 +32,7 @@ Unit = Annotated[float, Field(ge=0, le=1)]
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
 
 class StoreContext(_Input):
@@ -99,7 +99,7 @@ class TagOperations(_Input):
 
 
 class Updates(_Input):
-    model_config = ConfigDict(extra="ignore", json_schema_extra={"minProperties": 1})
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     content: Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS)] | Omitted = Field(
         None, description="Updated content (will regenerate embeddings)"
