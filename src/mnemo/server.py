@@ -11,10 +11,8 @@ import logging
 import logging.handlers
 import sys
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mcp.server import MCPServer
@@ -163,6 +161,7 @@ def configure_logging(
 
 
 DAILY_BACKUP_S = 24 * 3600
+STOP_TIMEOUT_S = 30  # how long a stopping server waits for its background work (a model load, a pass)
 
 
 def _warm_up(service: MemoryService) -> None:
@@ -177,23 +176,44 @@ def _warm_up(service: MemoryService) -> None:
         log.error("store unusable: %s", exc.message)
 
 
-def _background(service: MemoryService, settings: Settings) -> None:
-    """A server's background thread: warm up, then the maintenance pass now and every interval."""
-    try:
-        if closed := close_abandoned(service.storage, service.clock):
-            log.warning("marked %d jobs failed: the processes running them had ended", closed)
-    except MnemoError as exc:
-        log.error("store unusable: %s", exc.message)
-    _warm_up(service)
-    grace = timedelta(days=settings.expired_grace_days)
-    while True:
+class Background:
+    """A server's background thread: warm up, then the maintenance pass now and every interval.
+
+    ``stop`` ends it before the server closes its stores: a pass never runs on a closed store, and
+    the process never exits while the model is loading in native threads (which aborts it).
+    """
+
+    def __init__(self, service: MemoryService, settings: Settings) -> None:
+        self.service = service
+        self.settings = settings
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mnemo-background", daemon=True)
+
+    def start(self) -> None:
+        if not self._thread.is_alive() and not self._stopping.is_set():
+            self._thread.start()
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        service = self.service
         try:
-            maintain(service, grace)
+            if closed := close_abandoned(service.storage, service.clock):
+                log.warning("marked %d jobs failed: the processes running them had ended", closed)
         except MnemoError as exc:
-            log.error("maintenance of store %s failed: %s", service.storage.name, exc.message)
-        if not settings.maintenance_interval_s:
-            return
-        time.sleep(settings.maintenance_interval_s)
+            log.error("store unusable: %s", exc.message)
+        _warm_up(service)
+        grace = timedelta(days=self.settings.expired_grace_days)
+        while not self._stopping.is_set():
+            try:
+                maintain(service, grace)
+            except MnemoError as exc:
+                log.error("maintenance of store %s failed: %s", service.storage.name, exc.message)
+            if not self.settings.maintenance_interval_s or self._stopping.wait(self.settings.maintenance_interval_s):
+                return
 
 
 class WarmUpAfterHandshake:
@@ -204,13 +224,13 @@ class WarmUpAfterHandshake:
     """
 
     def __init__(self, start: Callable[[], None]) -> None:
-        self._start = start
+        self._start = start  # returns at once (Background.start starts a thread)
         self._started = False
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if not self._started and ctx.method != "initialize":
             self._started = True
-            threading.Thread(target=self._start, name="mnemo-background", daemon=True).start()
+            self._start()
         return await call_next(ctx)
 
 
@@ -243,8 +263,11 @@ def serve_http(settings: Settings, options: HttpOptions, profile: str | None = N
         oauth = oauth_settings(settings, options)
         # The REST API speaks spec 004 whichever profile MCP serves, over the same store.
         rest_tools = server if server.profile.name == "full" else ProfileServer(get_profile("full"), server.service)
-        background = partial(_background, server.service, settings)
-        http.run(server, KeyRing(settings.home), options, limits, oauth, rest_tools, background)
+        background = Background(server.service, settings)
+        try:
+            http.run(server, KeyRing(settings.home), options, limits, oauth, rest_tools, background.start)
+        finally:
+            background.stop()
     finally:
         server.close()
 
@@ -259,7 +282,8 @@ def serve(settings: Settings, profile: str | None = None, store: str | None = No
     configure_logging(settings)
     server = build_server(settings, profile, store)
     # The model loads off the event loop, once the handshake is answered.
-    server.middleware.append(WarmUpAfterHandshake(partial(_background, server.service, settings)))
+    background = Background(server.service, settings)
+    server.middleware.append(WarmUpAfterHandshake(background.start))
     log.info("mnemo %s serving profile %s on stdio, store %s", __version__, server.profile.name, server.service.storage)
     try:
         server.run()
@@ -267,4 +291,6 @@ def serve(settings: Settings, profile: str | None = None, store: str | None = No
         log.exception("store failed")
         raise
     finally:
+        background.stop()
         server.close()
+    log.info("mnemo stopped")

@@ -17,7 +17,6 @@ import ipaddress
 import json
 import logging
 import signal
-import threading
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -163,11 +162,11 @@ class JsonLines(logging.Formatter):
 
 
 def run(server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits, oauth: OAuthSettings | None,
-        rest_tools: Any, warm_up: Callable[[], None]) -> None:  # fmt: skip
+        rest_tools: Any, start_background: Callable[[], None]) -> None:  # fmt: skip
     """Serve until SIGINT/SIGTERM, then let in-flight calls finish (up to GRACEFUL_SHUTDOWN_S)."""
     check_bind(options, keys, oauth)
     app = build_app(server, keys, options, limits, oauth, rest_tools)
-    threading.Thread(target=warm_up, name="mnemo-warm-up", daemon=True).start()
+    start_background()
     config = uvicorn.Config(
         app,
         host=options.host,
@@ -178,13 +177,15 @@ def run(server: Any, keys: KeyRing, options: HttpOptions, limits: RateLimits, oa
     )
     log.info("mnemo %s serving profile %s on http://%s:%d/mcp", __version__, server.profile.name, options.host,
              options.port)  # fmt: skip
-    # uvicorn stops gracefully on SIGTERM, then raises the signal again for the handler it found:
-    # this one turns that into a normal exit, so the stores are closed and the exit status is 0.
-    previous = signal.signal(signal.SIGTERM, _exit_normally)
+    # uvicorn stops gracefully on SIGTERM or SIGINT (Ctrl-C), then raises the signal again for the
+    # handler it found: these turn that into a normal exit (status 0, the stores closed), where
+    # Python's own SIGINT handler made click print "Aborted!" and exit 1.
+    previous = {number: signal.signal(number, _exit_normally) for number in (signal.SIGTERM, signal.SIGINT)}
     try:
         uvicorn.Server(config).run()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _exit_normally(signum: int, frame: object) -> None:

@@ -9,6 +9,12 @@ answer that cannot be serialised stopped the SDK's writer task, and with it the 
 Here each line is screened before the SDK sees it (size, UTF-8, strict JSON, depth, text,
 envelope); a line that fails is refused with a JSON-RPC error (-32700 parse error, -32600 invalid
 request) that carries the request's id when one can be found, and the next line is read as usual.
+
+The input ends when the client closes stdin, or on SIGINT (Ctrl-C) or SIGTERM. Either way every
+request already read is answered (for up to ``DRAIN_TIMEOUT_S``) before the server stops: the SDK
+cancels what is in flight when its input ends, so the end is passed on only once they are done.
+A second signal stops at once. Stdin is read by a daemon thread of its own, so a read that never
+returns cannot keep the process from exiting.
 """
 
 from __future__ import annotations
@@ -16,8 +22,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import re
+import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
@@ -26,7 +35,15 @@ from typing import Any, BinaryIO
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.shared.message import SessionMessage
-from mcp.types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
@@ -34,6 +51,7 @@ log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one message; a longer line is refused, never held whole
 MAX_DEPTH = 64  # nesting of arrays and objects; real MCP messages need well under 10
+DRAIN_TIMEOUT_S = 30  # how long requests in flight may take to answer once the input has ended
 _ID_PREFIX_CHARS = 4096  # where the id of a line that cannot be parsed is looked for
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # The id of a line that cannot be parsed, read from its text: the first "id" member with a plain value.
@@ -190,13 +208,54 @@ def _claimed_std_streams() -> Iterator[tuple[BinaryIO, BinaryIO]]:
     os.close(null)
     os.dup2(2, 1)
     try:
-        # closefd=False: a reader thread may still block on the wire after the transport ends.
-        with os.fdopen(wire_in, "rb", closefd=False) as reader, os.fdopen(wire_out, "wb", closefd=False) as writer:
+        # Never closed: the reader thread may still block in a read on it after the transport ends
+        # (closing it would wait for that read), and closefd=False leaves the descriptor to exit.
+        reader = os.fdopen(wire_in, "rb", closefd=False)
+        with os.fdopen(wire_out, "wb", closefd=False) as writer:
             yield reader, writer
     finally:
         sys.stdout.flush()
         os.dup2(wire_in, 0)
         os.dup2(wire_out, 1)
+
+
+class _InFlight:
+    """The ids of the requests passed to the server and not yet answered."""
+
+    def __init__(self) -> None:
+        self.ids: set[str | int] = set()
+        self._none_left = anyio.Event()
+
+    def sent(self, message: SessionMessage) -> None:
+        if isinstance(message.message, JSONRPCRequest):
+            self.ids.add(message.message.id)
+
+    def answered(self, message: SessionMessage) -> None:
+        if isinstance(message.message, JSONRPCResponse | JSONRPCError):
+            self.ids.discard(message.message.id)  # type: ignore[arg-type]
+            if not self.ids:
+                self._none_left.set()
+
+    async def drained(self) -> None:
+        """Once every request passed on is answered, or DRAIN_TIMEOUT_S has passed."""
+        with anyio.move_on_after(DRAIN_TIMEOUT_S):
+            while self.ids:
+                self._none_left = anyio.Event()
+                await self._none_left.wait()
+        if self.ids:
+            log.warning("stopped with %d requests unanswered after %d s", len(self.ids), DRAIN_TIMEOUT_S)
+
+
+_END = (b"", True)  # what the line queue holds once the input has ended
+
+
+def _lines_of(wire: BinaryIO, lines: queue.Queue[tuple[bytes, bool]]) -> None:
+    """Read the wire line by line into the queue, then _END (a daemon thread's whole life)."""
+    while True:
+        line = _read_line(wire)
+        lines.put(line)
+        if not line[0]:
+            return
 
 
 @asynccontextmanager
@@ -207,6 +266,8 @@ async def guarded_stdio() -> AsyncIterator[
     to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     write_lock = anyio.Lock()
+    in_flight = _InFlight()
+    lines: queue.Queue[tuple[bytes, bool]] = queue.Queue()
 
     with _claimed_std_streams() as (wire_in, wire_out):
 
@@ -218,9 +279,10 @@ async def guarded_stdio() -> AsyncIterator[
         async def read_lines() -> None:
             async with to_server:
                 while True:
-                    line, fits = await anyio.to_thread.run_sync(_read_line, wire_in, abandon_on_cancel=True)
-                    if not line:
-                        return  # the client closed stdin: the server ends
+                    line, fits = await anyio.to_thread.run_sync(lines.get, abandon_on_cancel=True)
+                    if not line:  # the client closed stdin, or a signal came: the server ends
+                        await in_flight.drained()
+                        return
                     if not fits:
                         await write(_too_long(line).line())
                         continue
@@ -229,20 +291,40 @@ async def guarded_stdio() -> AsyncIterator[
                         log.warning("refused a message: %s", verdict.message)
                         await write(verdict.line())
                     elif verdict is not None:
+                        in_flight.sent(verdict)
                         await to_server.send(verdict)
 
         async def write_answers() -> None:
             async with from_server:
                 async for message in from_server:
                     await write(encode(message))
+                    in_flight.answered(message)
 
+        threading.Thread(target=_lines_of, args=(wire_in, lines), name="mnemo-stdin", daemon=True).start()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(read_lines)
             tasks.start_soon(write_answers)
+            if threading.current_thread() is threading.main_thread():
+                tasks.start_soon(_stop_on_signals, lines, in_flight)
             try:
                 yield from_client, to_client
             finally:
+                lines.put(_END)  # frees a worker thread still waiting for a line
                 tasks.cancel_scope.cancel()
+
+
+async def _stop_on_signals(lines: queue.Queue[tuple[bytes, bool]], in_flight: _InFlight) -> None:
+    """SIGINT or SIGTERM ends the input (what is in flight is answered); a second one ends the process."""
+    stopping = False
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for received in signals:
+            name = signal.Signals(received).name
+            if stopping:
+                log.warning("%s again: stopping now", name)
+                os._exit(128 + received)
+            stopping = True
+            log.info("%s: stopping once the %d requests in flight are answered", name, len(in_flight.ids))
+            lines.put(_END)
 
 
 def _write_all(wire: BinaryIO, data: bytes) -> None:
