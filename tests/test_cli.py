@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mnemo.app import open_service
-from mnemo.cli import cli
+from mnemo.cli import RECALL_MIN_RELEVANCE, cli
 from mnemo.config import Settings
 
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
@@ -67,6 +67,26 @@ def test_add_then_recall_finds_the_memory(mnemo: Invoke) -> None:
     assert recalled["hits"][0]["memory"]["id"] == memory_id  # Bob's memory may follow, far behind
     assert recalled["hits"][0]["rank"] == 1
     assert 0 < recalled["hits"][0]["scores"]["combined"] <= 1
+
+
+def test_recall_leaves_out_weak_matches_says_so_and_shows_them_at_min_relevance_0(
+    mnemo: Invoke, installed_model: Path
+) -> None:
+    lactose = add(mnemo, "Emma is lactose intolerant")
+    add(mnemo, "Bob uses vim for everything")
+    add(mnemo, "The boiler is serviced every March")
+
+    strong = as_json(mnemo("recall", "lactose", "--json"))
+    every = as_json(mnemo("recall", "lactose", "--min-relevance", "0", "--json"))
+    table = mnemo("recall", "lactose")
+    nothing = mnemo("recall", "tax return deadline")
+
+    assert [hit["memory"]["id"] for hit in strong["hits"]] == [lactose]
+    assert len(every["hits"]) == 3
+    assert all(hit["scores"]["semantic_similarity"] < RECALL_MIN_RELEVANCE for hit in every["hits"][1:])
+    assert f"relevance >= {RECALL_MIN_RELEVANCE}" in table.stdout
+    assert "--min-relevance 0 shows weaker matches" in nothing.stdout
+    assert f"[default: {RECALL_MIN_RELEVANCE};" in mnemo("recall", "--help").stdout
 
 
 def test_add_prints_the_auto_tags_beside_the_given_ones(mnemo: Invoke) -> None:

@@ -6,9 +6,13 @@ for a person to look at. Skipped where chromium or chromedriver is missing, exce
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2
@@ -29,17 +33,17 @@ SHOTS = Path(
 )
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver is None:
+@contextmanager
+def chromium() -> Iterator[WebDriver]:
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if binary is None or driver is None:
         if os.environ.get("CI"):
             pytest.fail(
                 "chromium and chromedriver must be installed under CI (apt-get install chromium chromium-driver)"
             )
         pytest.skip("chromium or chromedriver is not installed")
     options = Options()
-    options.binary_location = chromium
+    options.binary_location = binary
     for flag in (
         "--headless=new",
         "--no-sandbox",
@@ -48,9 +52,18 @@ def browser() -> Iterator[WebDriver]:
         "--window-size=1280,900",
     ):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # what failed to load, in the console
     made = webdriver.Chrome(options=options, service=Service(driver))
-    yield made
-    made.quit()
+    try:
+        yield made
+    finally:
+        made.quit()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    with chromium() as made:
+        yield made
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +179,74 @@ def test_stored_text_is_shown_as_text_never_run_as_html(browser, site):
     browser.get(f"{server.base}/dashboard/?again#/memories")
     patient(browser).until(lambda b: rows(b) == [payload])
     assert browser.title == "mnemo"
+
+
+ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
+
+
+def signed_out(browser: WebDriver, server: HttpServer) -> None:
+    browser.get(f"{server.base}/dashboard/")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{server.base}/dashboard/?signed-out")
+    wait(browser, "#key")
+
+
+def test_before_a_key_is_accepted_no_navigation_shows_and_nothing_on_the_page_fails_to_load(site):
+    server, keys = site
+    with chromium() as fresh:  # a browser that has not asked this server for an icon yet
+        fresh.get(f"{server.base}/dashboard/")
+        wait(fresh, "#key")
+        time.sleep(1)  # the browser asks for an icon after the page has loaded
+        failed = [entry["message"] for entry in fresh.get_log("browser") if "Failed to load" in entry["message"]]
+        assert failed == []
+        assert not fresh.find_element(By.ID, "nav").is_displayed()
+
+        sign_in(fresh, server, "mnemo_wrong_key")
+        wait(fresh, "#status", "not accepted")
+        assert not fresh.find_element(By.ID, "nav").is_displayed()
+        sign_in(fresh, server, keys["alice"])
+        wait(fresh, "#memories")
+        assert fresh.find_element(By.ID, "nav").is_displayed()
+
+
+def test_a_search_shows_how_many_were_found_and_sends_only_what_recall_accepts(browser, site):
+    server, keys = site
+    signed_out(browser, server)
+    sign_in(browser, server, keys["alice"])
+    wait(browser, "#memories")
+    browser.execute_script("""
+        window.sent = [];
+        const fetched = window.fetch;
+        window.fetch = (url, options) => {
+            window.sent.push([url, options && options.body]);
+            return fetched(url, options);
+        };
+    """)
+    browser.find_element(By.ID, "nav-search").click()
+    wait(browser, "#query")
+    browser.find_element(By.ID, "query").send_keys("boiler serviced")
+    browser.find_element(By.ID, "run-search").click()
+    wait(browser, "#memories td.score")
+
+    assert browser.find_element(By.ID, "found").text.startswith(f"{len(rows(browser))} found")
+    api = httpx2.get(f"{server.base}/api/v1/openapi.json", headers={"X-API-Key": keys["alice"]}).json()
+    accepted = api["paths"]["/api/v1/memories/recall"]["post"]["requestBody"]["content"]["application/json"]
+    bodies = [json.loads(body) for url, body in browser.execute_script("return window.sent") if "recall" in url]
+    assert bodies and all(set(body) <= set(accepted["schema"]["properties"]) for body in bodies)
+
+
+def test_dates_are_shown_in_a_readable_local_form_with_the_exact_time_in_their_title(browser, site):
+    server, keys = site
+    signed_out(browser, server)
+    sign_in(browser, server, keys["alice"])
+    wait(browser, "#memories tr.memory")
+    updated = browser.find_element(By.CSS_SELECTOR, "#memories tr.memory td:last-child time")
+    assert ISO.match(updated.get_attribute("title"))
+    assert not ISO.search(updated.text) and str(time.gmtime().tm_year) in updated.text
+
+    browser.find_element(By.CSS_SELECTOR, "#memories td a").click()
+    wait(browser, "#versions")
+    shown = browser.find_element(By.ID, "facts").text + browser.find_element(By.ID, "versions").text
+    assert not ISO.search(shown)
+    times = browser.find_elements(By.CSS_SELECTOR, "#facts time, #versions time")
+    assert times and all(ISO.match(t.get_attribute("title")) for t in times)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
 import signal
 import sqlite3
 import subprocess
@@ -104,6 +106,54 @@ def test_the_mcp_memory_servers_graph_becomes_memories_about_its_entities(tmp_pa
     assert set(by_content) == {"Speaks fluent Spanish", "Graduated in 2019", "John Smith works at Anthropic"}
     assert by_content["Speaks fluent Spanish"]["subject"] == "John Smith"
     assert "person" in by_content["Speaks fluent Spanish"]["tags"]
+
+
+def test_a_graphs_facts_are_listed_and_recalled_with_the_entity_they_are_about(tmp_path: Path):
+    graph = tmp_path / "memory.json"
+    graph.write_text(json.dumps({"type": "entity", "name": "John_Smith", "entityType": "person",
+                                 "observations": ["Speaks fluent Spanish"]}))  # fmt: skip
+    home = tmp_path / "home"
+    run(home, "import", str(graph))
+    for command in (["list"], ["recall", "Spanish"]):
+        assert "John Smith: Speaks fluent Spanish" in run(home, *command, COLUMNS="160").stdout
+
+
+def test_mnemo_jobs_prints_whole_ids_and_each_result_as_key_value_text(tmp_path: Path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("The shed key is in the drawer.\n\nLiam plays the cello.\n")
+    home = tmp_path / "home"
+    job_id = json.loads(run(home, "import", str(notes), "--json").stdout)["job_id"]
+    table = run(home, "jobs", COLUMNS="80").stdout
+    assert job_id in table
+    assert "imported: 2" in table and "duplicates: 0" in table and "{" not in table
+
+
+def test_on_a_terminal_the_import_bar_counts_records_done_of_all_and_their_rate(tmp_path: Path):
+    graph = tmp_path / "memory.json"
+    entities = ({"type": "entity", "name": f"P_{n}", "entityType": "person", "observations": [f"Likes {n}"]}
+                for n in range(1500))  # fmt: skip
+    graph.write_text("".join(json.dumps(entity) + "\n" for entity in entities))
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MNEMO_")}
+    env |= {"MNEMO_HOME": str(tmp_path / "home"), "MNEMO_CONFIG_DIR": str(tmp_path / "config"), **WORDS_ONLY,
+            "COLUMNS": "120", "TERM": "xterm"}  # fmt: skip
+    terminal, its_end = pty.openpty()
+    with subprocess.Popen([sys.executable, "-m", "mnemo", "import", str(graph)], env=env,
+                          stdin=its_end, stdout=its_end, stderr=its_end) as importing:  # fmt: skip
+        os.close(its_end)
+        written = b""
+        while True:
+            try:
+                chunk = os.read(terminal, 65536)
+            except OSError:  # EIO: the command ended and closed the terminal
+                break
+            if not chunk:
+                break
+            written += chunk
+    os.close(terminal)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", written.decode(errors="replace"))
+    assert importing.returncode == 0, shown
+    assert "1500/1500" in shown and re.search(r"\d records/s", shown), shown
+    assert "imported 1500" in shown
 
 
 def test_refused_records_are_counted_with_their_reasons_and_the_rest_is_imported(tmp_path: Path):

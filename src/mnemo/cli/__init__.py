@@ -23,11 +23,11 @@ from mnemo import __version__
 from mnemo.cli.common import (
     MnemoGroup,
     _console,
+    _content,
     _dump,
     _memory_table,
     _plain,
     _service,
-    _snippet,
     _store_name,
     _table,
     _when,
@@ -48,6 +48,12 @@ from mnemo.shared_space import SharedSpace
 
 CATEGORY = click.Choice([c.value for c in Category])
 SCOPES = ("global", "user", "conversation", "category")
+# The least relevance (the calibrated 0-1 scale of search/searcher.py) `mnemo recall` shows by
+# default. With the default model a memory unrelated to the query scores 0.03-0.15, loose but
+# real matches 0.25-0.35 ("food allergies" for "Emma is lactose intolerant", "favourite editor"
+# for "Bob uses vim for everything"), and 0.7 means "probably an answer" (memento's search
+# default, which would hide about 40% of right answers).
+RECALL_MIN_RELEVANCE = 0.2
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -144,6 +150,13 @@ def add(
 @click.option("--category", "categories", type=CATEGORY, multiple=True, help="Only this category; repeat for several.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for any of several.")
 @click.option("--user", default=None, help="Only memories of this user.")
+@click.option(
+    "--min-relevance",
+    type=click.FloatRange(0, 1),
+    default=RECALL_MIN_RELEVANCE,
+    show_default=True,
+    help="Leave out weaker matches (relevance is 0-1; 0.7 means probably an answer); 0 shows every match.",
+)
 @store_option
 @json_option
 def recall(
@@ -152,16 +165,20 @@ def recall(
     categories: tuple[str, ...],
     tags: tuple[str, ...],
     user: str | None,
+    min_relevance: float,
     store: str | None,
     as_json: bool,
 ) -> None:
-    """Find the memories that best match QUERY, best first."""
+    """Find the memories that best match QUERY, best first; weak matches are left out (--min-relevance)."""
     with _service(store) as service:
-        result = service.recall(query, categories=categories, tags=tags, user_id=user, limit=limit)
+        result = service.recall(
+            query, categories=categories, tags=tags, user_id=user, limit=limit, min_relevance=min_relevance
+        )
     if as_json:
         _dump(
             {
                 "query": query,
+                "min_relevance": min_relevance,
                 "total": result.total,
                 "hits": [{"rank": rank, **_plain(hit)} for rank, hit in enumerate(result.hits, start=1)],
                 "execution_time_ms": result.execution_time_ms,
@@ -171,18 +188,20 @@ def recall(
         return
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
+    cut = f" with relevance >= {min_relevance:g}" if min_relevance else ""
     if not result.hits:
-        click.echo("no memories match")
+        click.echo(f"no memories match{cut}" + (" (--min-relevance 0 shows weaker matches)" if cut else ""))
         return
-    table = _table(f"{len(result.hits)} of {result.total} matches")
+    table = _table(f"{len(result.hits)} of {result.total} matches{cut}")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("id", no_wrap=True)
-    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("relevance", justify="right", no_wrap=True)  # what --min-relevance cuts on
     table.add_column("category", no_wrap=True)
     table.add_column("content", ratio=1)
     for rank, hit in enumerate(result.hits, start=1):
         m = hit.memory
-        table.add_row(str(rank), m.id, f"{hit.scores.combined:.3f}", m.category or "-", _snippet(m.content))
+        relevance = f"{hit.scores.semantic_similarity:.3f}"
+        table.add_row(str(rank), m.id, relevance, m.category or "-", _content(m))
     _console().print(table)
 
 

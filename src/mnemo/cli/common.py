@@ -23,6 +23,7 @@ from mnemo.service import MemoryService
 if TYPE_CHECKING:  # rich loads when a command prints, not before `mnemo serve` answers its client
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -130,8 +131,16 @@ def _memory_table(memories: list[Memory], title: str, sort_field: SortField, *, 
         category = m.category or "-"
         if with_status:
             category += f"\n{STATUS_LABELS.get(m.status, m.status.value)}"
-        table.add_row(m.id, _sort_value(m, sort_field), category, _snippet(m.content))
+        table.add_row(m.id, _sort_value(m, sort_field), category, _content(m))
     return table
+
+
+def _content(memory: Memory) -> Text:
+    """A memory's content in a table, after the subject it is about in bold where it has one: an
+    imported knowledge graph's observation ("Speaks fluent Spanish") names it nowhere else."""
+    from rich.text import Text
+
+    return Text.assemble((f"{memory.subject}: ", "bold") if memory.subject else "", _snippet(memory.content))
 
 
 def _sort_value(memory: Memory, sort_field: SortField) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from mnemo.cli.common import _dump, _plain, _service, json_option, store_option
@@ -104,7 +106,7 @@ def consolidate_command(
 @json_option
 def jobs_command(job_id: str | None, limit: int, store: str | None, as_json: bool) -> None:
     """The store's recorded jobs (archive and restore runs, imports, re-embedding), newest first, or job ID."""
-    from mnemo.cli.common import _console, _table
+    from mnemo.cli.common import _console, _table, _when
     from mnemo.lifecycle import jobs
 
     with _service(store) as service:
@@ -113,18 +115,17 @@ def jobs_command(job_id: str | None, limit: int, store: str | None, as_json: boo
     if as_json:
         _dump(shown[0] if job_id else {"jobs": shown})
         return
-    table = _table()
-    for column in ("job", "kind", "status", "started", "progress", "result or error"):
-        table.add_column(column)
-    for job in shown:
-        done, total = job["progress"]["done"], job["progress"]["total"]
+    table = _table()  # two lines a job, so that a whole id and the result fit 80 columns
+    table.add_column("job\nkind", no_wrap=True)
+    table.add_column("status\nprogress", no_wrap=True)
+    table.add_column("started\n(UTC)", no_wrap=True)
+    table.add_column("result or error", ratio=1)
+    for job, view in zip(found, shown, strict=True):
         table.add_row(
-            job["job_id"],
-            job["kind"],
-            job["status"],
-            job["started_at"],
-            f"{done}/{total if total is not None else '?'}",
-            job["error"] or str(job["result"]),
+            f"{job.id}\n{job.kind}",
+            f"{job.status}\n{job.done}/{job.total if job.total is not None else '?'}",
+            _when(job.started_at).replace(" ", "\n"),
+            job.error or "\n".join(f"{name}: {json.dumps(value)}" for name, value in view["result"].items()),
         )
     _console().print(table)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -31,14 +32,22 @@ def import_command(source: Path, chosen: formats.Format, store: str | None, as_j
     store holds are skipped (so importing twice adds nothing), refused records are counted with
     their reasons, and the rest goes on.
     """
-    from rich.progress import Progress
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from mnemo.transfer.load import load
 
     kind = formats.detect(source) if chosen == "auto" else chosen
-    with _service(store) as service, Progress(transient=True, console=None) as bar:
-        task = bar.add_task(f"importing {source.name} ({kind})", total=None)
-        summary = load(service, formats.read(source, kind), lambda done: bar.update(task, completed=done))
+    total = sum(1 for _ in formats.read(source, kind))  # a first pass, only reading: the bar's end
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
+    with _service(store) as service, Progress(*columns, TimeRemainingColumn(), transient=True) as bar:
+        task = bar.add_task(f"importing {source.name} ({kind})", total=total, rate="")
+        started = time.monotonic()
+
+        def advanced(done: int) -> None:
+            rate = done / max(time.monotonic() - started, 1e-3)
+            bar.update(task, completed=done, rate=f"{rate:,.0f} records/s")
+
+        summary = load(service, formats.read(source, kind), advanced, total=total)
     if as_json:
         _dump(
             {

@@ -8,8 +8,8 @@ const status = document.getElementById("status");
 
 function key() { return sessionStorage.getItem("mnemo-key"); }
 
-async function api(method, path, body) {
-  const headers = { "X-API-Key": key() };
+async function api(method, path, body, withKey = key()) {
+  const headers = { "X-API-Key": withKey };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(API + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const answer = await response.json().catch(() => ({}));
@@ -30,6 +30,12 @@ function el(tag, attributes = {}, ...children) {
 
 function say(text, isError = false) { status.textContent = text; status.className = isError ? "error" : ""; }
 
+// A stored time in the reader's locale and time zone; the exact ISO 8601 time is its tooltip.
+function when(iso) {
+  if (!iso) return "never";
+  return el("time", { datetime: iso, title: iso }, new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }));
+}
+
 function signOut(message) {
   sessionStorage.removeItem("mnemo-key");
   location.hash = "#/signin";
@@ -41,9 +47,13 @@ function signIn() {
   const input = el("input", { id: "key", type: "password", autocomplete: "off", size: "60" });
   const form = el("form", { id: "signin-form", class: "inline", onsubmit: async (event) => {
     event.preventDefault();
-    sessionStorage.setItem("mnemo-key", input.value.trim());
-    try { await api("GET", "/memories?limit=1"); location.hash = "#/memories"; say("Signed in."); }
-    catch (error) { if (error.message !== "unauthorized") say(error.message, true); }
+    const candidate = input.value.trim();
+    try {
+      await api("GET", "/memories?limit=1", undefined, candidate);
+      sessionStorage.setItem("mnemo-key", candidate);  // kept only once the server accepted it
+      say("Signed in.");
+      if (location.hash === "#/memories") await route(); else location.hash = "#/memories";
+    } catch (error) { if (error.message !== "unauthorized") say(error.message, true); }
   } }, el("label", {}, "API key", input), el("button", { type: "submit", id: "signin" }, "Sign in"));
   view.replaceChildren(el("h2", {}, "Sign in"), form);
 }
@@ -54,7 +64,7 @@ function memoryRows(memories, withScore) {
     ...(withScore ? [el("td", { class: "score" }, m.scores.combined.toFixed(3))] : []),
     el("td", {}, el("a", { href: `#/memory/${encodeURIComponent(m.memory_id)}` }, m.content || "(no content)")),
     el("td", {}, m.category), el("td", {}, (m.tags || []).join(", ")), el("td", {}, m.importance.toFixed(2)),
-    el("td", {}, m.status || "active"), el("td", {}, m.updated_at || m.created_at)));
+    el("td", {}, m.status || "active"), el("td", {}, when(m.updated_at || m.created_at))));
   return el("table", { id: "memories" }, el("thead", {}, head), el("tbody", {}, ...rows));
 }
 
@@ -86,8 +96,8 @@ async function search(params) {
   } }, el("label", {}, "Search by meaning", input), el("button", { type: "submit", id: "run-search" }, "Search"));
   const parts = [el("h2", {}, "Search"), form];
   if (params.q) {
-    const answer = await api("POST", "/memories/recall", { query: params.q, limit: 20, min_relevance: 0 });
-    parts.push(el("p", {}, `${answer.total_found} found; scores are the combined relevance (0-1).`), memoryRows(answer.memories, true));
+    const answer = await api("POST", "/memories/recall", { query: params.q, limit: 20 });
+    parts.push(el("p", { id: "found" }, `${answer.total_results} found; scores are the combined relevance (0-1).`), memoryRows(answer.memories, true));
   }
   view.replaceChildren(...parts);
 }
@@ -105,10 +115,10 @@ async function memory(id) {
     act("Forget", "forget", () => api("DELETE", `/memories/${encodeURIComponent(id)}?reason=user_request`)));
   if (m.status === "archived") buttons.push(act("Restore", "restore", () => api("POST", `/memories/${encodeURIComponent(id)}/restore`, {})));
   const facts = el("dl", { id: "facts" }, ...[["id", m.memory_id], ["status", m.status], ["category", m.category], ["tags", (m.tags || []).join(", ")],
-    ["importance", m.importance], ["access level", m.access_level], ["created", m.created_at], ["updated", m.updated_at],
-    ["accessed", `${m.access_count} times, last ${m.last_accessed}`], ["version", m.version]].flatMap(([t, d]) => [el("dt", {}, t), el("dd", {}, d)]));
+    ["importance", m.importance], ["access level", m.access_level], ["created", when(m.created_at)], ["updated", when(m.updated_at)],
+    ["accessed", el("span", {}, `${m.access_count} times, last `, when(m.last_accessed))], ["version", m.version]].flatMap(([t, d]) => [el("dt", {}, t), el("dd", {}, d)]));
   const versions = el("table", { id: "versions" }, el("thead", {}, el("tr", {}, ...["version", "action", "by", "at", "reason"].map((t) => el("th", {}, t)))),
-    el("tbody", {}, ...answer.versions.map((v) => el("tr", {}, el("td", {}, v.version), el("td", {}, v.action), el("td", {}, v.actor), el("td", {}, v.at), el("td", {}, v.reason || "")))));
+    el("tbody", {}, ...answer.versions.map((v) => el("tr", {}, el("td", {}, v.version), el("td", {}, v.action), el("td", {}, v.actor), el("td", {}, when(v.at)), el("td", {}, v.reason || "")))));
   view.replaceChildren(el("h2", {}, "Memory"), facts, el("label", {}, "Content", content), el("div", { class: "actions" }, ...buttons),
     el("h3", {}, "Versions"), versions);
 }

@@ -50,8 +50,10 @@ def load(
     records: Iterable[Record | Unreadable],
     progress: Callable[[int], None] = lambda done: None,
     actor: str = "mnemo-import",
+    total: int | None = None,
 ) -> ImportSummary:
-    with jobs.recorded(service.storage, service.clock, "import") as job:
+    """Store the records; ``progress`` hears how many were read so far (of ``total``, if known)."""
+    with jobs.recorded(service.storage, service.clock, "import", total=total) as job:
         summary = ImportSummary(job_id=job.job.id)
 
         def advanced(done: int) -> None:
