@@ -122,9 +122,17 @@ def store_connection(url: str, store: str = "default") -> psycopg.Connection:
     return db
 
 
+def undo_m012(db: psycopg.Connection) -> None:
+    """Put a store's schema back as migration m011 left it (``db``'s search path on the store's schema):
+    no change numbers."""
+    db.execute("ALTER TABLE memories DROP COLUMN change_number")  # and its index
+    db.execute("DELETE FROM migrations WHERE name = 'm012_change_numbers'")
+
+
 def undo_m011(db: psycopg.Connection) -> None:
-    """Put a store's schema back as migration m010 left it (``db``'s search path on the store's schema):
-    idempotent calls hold their keys without a lease."""
+    """Put a store's schema back as migration m010 left it (m012 undone first): idempotent calls hold
+    their keys without a lease."""
+    undo_m012(db)
     db.execute("ALTER TABLE idempotent_calls DROP COLUMN holder, DROP COLUMN lease_until")
     db.execute("DELETE FROM migrations WHERE name = 'm011_idempotency_leases'")
 

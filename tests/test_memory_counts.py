@@ -22,7 +22,7 @@ from mnemo.query import Filters, Sort, SortField
 from mnemo.service import MemoryService
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import SQLiteStorage
-from mnemo.storage.sqlite_schema import MIGRATIONS
+from mnemo.storage.sqlite_schema import MIGRATIONS, m017_change_numbers
 from postgres_server import store_connection, undo_m009
 
 pytestmark = pytest.mark.every_backend
@@ -74,11 +74,12 @@ def test_a_sqlite_store_made_before_the_counts_gets_them_from_its_memories(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: ManualClock
 ):
     folder = tmp_path / "store"
-    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS[:9])
+    # today's writes number their changes: the store has m017 already
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", [*MIGRATIONS[:9], m017_change_numbers])
     before = SQLiteStorage(folder)  # a store made before m010
     _written(MemoryService(before, clock))
     before.close()
-    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS)
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", [*MIGRATIONS[:9], m017_change_numbers, *MIGRATIONS[9:-1]])
     upgraded = SQLiteStorage(folder)
     try:
         _assert_counts_are_the_memories(MemoryService(upgraded, clock))

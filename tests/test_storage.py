@@ -35,7 +35,7 @@ from mnemo.storage import IdempotentCall, Storage, postgres_vectors, sql
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
-from mnemo.storage.sqlite_schema import MIGRATIONS
+from mnemo.storage.sqlite_schema import MIGRATIONS, m017_change_numbers
 from mnemo.words import search_terms
 from postgres_server import store_connection, undo_m005, undo_m006, undo_m011
 
@@ -152,14 +152,15 @@ def test_m009_gives_the_word_index_each_memory_s_readers_and_keeps_them_as_they_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: ManualClock
 ):
     folder = tmp_path / "store"
-    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS[:8])
+    # today's writes number their changes: the store has m017 already
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", [*MIGRATIONS[:8], m017_change_numbers])
     before = SQLiteStorage(folder)  # a store made before m009, with memories
     mine = MemoryService(before, clock).store("coffee with Emma", context=Context(user_id="u1")).memory
     theirs = MemoryService(before, clock).store("coffee break with Emma", context=Context(user_id="u2")).memory
     for day in ("Monday", "Tuesday", "Wednesday", "Thursday"):  # the store's newest matches: another user's
         MemoryService(before, clock).store(f"coffee with Emma on {day}", context=Context(user_id="u9"))
     before.close()
-    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS)
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", [*MIGRATIONS[:8], m017_change_numbers, *MIGRATIONS[8:-1]])
     monkeypatch.setattr(sqlite_backend, "RANKED_MATCHES", 1)  # both words common: the newest 3 ranked
 
     upgraded = SQLiteStorage(folder)

@@ -233,3 +233,48 @@ def test_mnemo_with_store_name_uses_the_registered_folder(mnemo, tmp_path: Path)
     assert (tmp_path / "w" / "memory.db").is_file()
     listed = json.loads(mnemo("list", "--store", "work", "--json").stdout)
     assert [m["content"] for m in listed["memories"]] == ["Stored in the work folder"]
+
+
+@pytest.fixture
+def platform_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No MNEMO_HOME or MNEMO_CONFIG_DIR: the platform's folders, put under tmp_path (XDG, as on Linux)."""
+    for name in list(os.environ):
+        if name.startswith("MNEMO_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "platform-config"))
+    return tmp_path
+
+
+def test_a_store_registered_for_one_home_is_not_known_from_another(platform_dirs: Path):
+    runner = CliRunner()
+
+    def stores_of(home: str, *args: str) -> Result:
+        return runner.invoke(cli, ["stores", *args], env={"MNEMO_HOME": str(platform_dirs / home)})
+
+    assert stores_of("one", "add", "work", str(platform_dirs / "work")).exit_code == 0
+    assert (platform_dirs / "one" / "stores.toml").is_file()
+    listed = [s["name"] for s in json.loads(stores_of("one", "list", "--json").stdout)["stores"]]
+    assert listed == ["default", "work"]
+    other = [s["name"] for s in json.loads(stores_of("two", "list", "--json").stdout)["stores"]]
+    assert other == ["default"]
+    assert not (platform_dirs / "platform-config").exists()
+
+
+def test_the_default_home_keeps_the_stores_an_older_mnemo_registered_and_no_other_home_sees_them(
+    platform_dirs: Path,
+):
+    older = platform_dirs / "platform-config" / "mnemo" / "stores.toml"
+    registry.save(older, {"work": platform_dirs / "work"})
+    runner = CliRunner()
+
+    def names(env: dict[str, str]) -> list[str]:
+        listed = runner.invoke(cli, ["stores", "list", "--json"], env=env)
+        assert listed.exit_code == 0, listed.output
+        return [s["name"] for s in json.loads(listed.stdout)["stores"]]
+
+    assert names({}) == ["default", "work"]
+    assert names({"MNEMO_HOME": str(platform_dirs / "elsewhere")}) == ["default"]
+    added = runner.invoke(cli, ["stores", "add", "notes", str(platform_dirs / "notes")])
+    assert added.exit_code == 0, added.output
+    assert registry.load(older) == {"work": platform_dirs / "work", "notes": platform_dirs / "notes"}

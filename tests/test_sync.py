@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
+from conftest import serve_env
 from mcp_calls import answer
 from mnemo.app import open_service
 from mnemo.cli import cli
@@ -28,11 +31,12 @@ from mnemo.engine.results import TagEdit
 from mnemo.errors import Conflict, InvalidInput, Locked
 from mnemo.lifecycle import jobs
 from mnemo.lifecycle.sync import STORE_ID, Syncer
-from mnemo.model import Status
+from mnemo.model import Status, to_iso
 from mnemo.server import ProfileServer, build_server
 from mnemo.service import MemoryService
 from mnemo.storage import BULK_WRITE, Job
-from postgres_server import store_connection
+from mnemo.storage.sqlite_files import DB_FILENAME
+from postgres_server import store_connection, undo_m012
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
 
@@ -338,3 +342,102 @@ async def test_naming_another_users_memories_in_a_sync_is_403_through_mcp(settin
             reader = await answer(client, "sync_memories")
     assert (refused["error"]["status"], refused["error"]["code"]) == (403, "PERMISSION_DENIED")
     assert reader["error"]["status"] == 403
+
+
+# -- what enters a store after a sync, whatever its dates (issue 44) ----------------------------
+def mnemo_cli(settings: Settings, *args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), env=serve_env(settings))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def export_file(folder: Path, content: str, at: str = "2025-03-01T09:00:00Z") -> Path:
+    """A mnemo export of one memory written long ago, as another store would have exported it."""
+    header = {"format": "mnemo-export", "version": 1, "store": "elsewhere", "exported_at": at, "count": 1}
+    line = {"id": "5d0c7a5e-0000-4000-8000-000000002025", "content": content, "tags": [], "created_at": at,
+            "updated_at": at, "context": {"user_id": None, "conversation_id": None, "session_id": None}}  # fmt: skip
+    file = folder / "old.jsonl"
+    file.write_text(json.dumps(header) + "\n" + json.dumps(line) + "\n", encoding="utf-8")
+    return file
+
+
+def contents_of(settings: Settings, store: str) -> set[str]:
+    rows = [json.loads(line) for line in mnemo_cli(settings, "export", "--store", store).splitlines()[1:]]
+    return {row["content"] for row in rows}
+
+
+@pytest.mark.parametrize(
+    ("sync_type", "imported_into", "arrives_in"),
+    [("incremental", "default", "cloud"), ("push", "default", "cloud"), ("pull", "cloud", "default"),
+     ("bidirectional", "cloud", "default")],
+)  # fmt: skip
+def test_a_memory_imported_with_its_old_date_after_a_sync_travels_on_the_next(
+    settings: Settings, tmp_path: Path, sync_type: str, imported_into: str, arrives_in: str
+):
+    mnemo_cli(settings, "stores", "add", "cloud", str(tmp_path / "cloud"))
+    mnemo_cli(settings, "add", "Ann likes tea")
+    mnemo_cli(settings, "sync")
+    mnemo_cli(settings, "import", str(export_file(tmp_path, "Bob planted the apple tree")), "--store", imported_into)
+    synced = mnemo_cli(settings, "sync", "--type", sync_type)
+    assert "1 created" in synced
+    assert contents_of(settings, arrives_in) == {"Ann likes tea", "Bob planted the apple tree"}
+    assert "0 checked" in mnemo_cli(settings, "sync", "--type", sync_type)  # nor is it sent back
+
+
+def test_a_memory_synced_in_and_then_forgotten_where_it_came_from_is_no_conflict_on_the_next_sync(
+    settings: Settings, tmp_path: Path
+):
+    mnemo_cli(settings, "stores", "add", "cloud", str(tmp_path / "cloud"))
+    added = json.loads(mnemo_cli(settings, "add", "Ann likes tea", "--json"))
+    mnemo_cli(settings, "sync", "--type", "bidirectional", "--conflicts", "manual")
+    mnemo_cli(settings, "forget", added["memory"]["id"])
+    synced = mnemo_cli(settings, "sync", "--type", "bidirectional", "--conflicts", "manual")
+    assert "1 checked, 0 created, 0 updated, 1 deleted, 0 conflicts" in synced
+    assert contents_of(settings, "cloud") == set()
+
+
+def test_a_pair_synced_before_changes_were_numbered_goes_on_from_its_last_sync(
+    pair: tuple[MemoryService, MemoryService], settings: Settings, clock: ManualClock
+):
+    laptop, team = pair
+    changed, kept = laptop.store("The boiler is serviced in March").memory, laptop.store("Old wifi password").memory
+    synced_at = clock.now()
+    Syncer(laptop, team, "local", "team").sync("push")
+    clock.advance(minutes=5)
+    laptop.update(changed.id, content="The boiler is serviced in May")
+    ids = {service: service.storage.read_setting(STORE_ID) for service in pair}
+    for service, other in (pair, pair[::-1]):
+        service.storage.close()
+        as_an_older_mnemo_left_it(settings, service.storage.name, f"sync-watermark:{ids[other]}", synced_at)
+    laptop, team = open_service(settings, clock=clock), open_service(settings, "team", clock=clock)
+    try:
+        report = Syncer(laptop, team, "local", "team").sync("push")
+        assert (report.checked, report.updated, report.conflicts) == (1, 1, 0)
+        assert team.get(changed.id).content == "The boiler is serviced in May"
+        assert team.get(kept.id).content == "Old wifi password"
+        assert Syncer(laptop, team, "local", "team").sync("bidirectional").checked == 0
+    finally:
+        laptop.storage.close()
+        team.storage.close()
+
+
+def as_an_older_mnemo_left_it(settings: Settings, store: str, watermark_key: str, synced_at: datetime) -> None:
+    """Put a store back as a mnemo before change numbers left it, the pair's watermark a time."""
+    statements = ["DELETE FROM settings WHERE key LIKE 'sync-marks:%'",
+                  f"INSERT INTO settings VALUES ('{watermark_key}', '{to_iso(synced_at)}')"]  # fmt: skip
+    if settings.database_url is not None:
+        with store_connection(settings.database_url, store) as db:
+            undo_m012(db)
+            for statement in statements:
+                db.execute(statement)  # type: ignore[call-overload]  # a test's constants
+        return
+    with closing(sqlite3.connect(settings.store_folder(store) / DB_FILENAME)) as db, db:
+        for statement in [
+            *statements,
+            "DROP INDEX memories_changes",
+            "ALTER TABLE memories DROP COLUMN change_number",
+            "DELETE FROM settings WHERE key IN ('last_change_number', 'change_numbers')",
+            "DELETE FROM migrations WHERE name = 'm017_change_numbers'",
+            "PRAGMA user_version = 16",
+        ]:
+            db.execute(statement)

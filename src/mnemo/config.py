@@ -1,7 +1,8 @@
 """Settings: environment variables with the prefix ``MNEMO_`` (or a ``.env`` file).
 
 Everything mnemo writes lives under one data directory, ``MNEMO_HOME``: stores in
-``stores/<name>/``, logs in ``logs/``.
+``stores/<name>/``, logs in ``logs/``, the store registry in ``stores.toml`` (unless
+``MNEMO_CONFIG_DIR`` puts it elsewhere). One home is one world: another home sees none of its stores.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def default_home() -> Path:
     return Path(platformdirs.user_data_dir("mnemo", appauthor=False))
 
 
-def default_config_dir() -> Path:
+def platform_config_dir() -> Path:
+    """Where mnemo kept the store registry before it moved under MNEMO_HOME (shared by every home)."""
     return Path(platformdirs.user_config_dir("mnemo", appauthor=False))
 
 
@@ -32,8 +34,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MNEMO_", env_file=".env", extra="ignore")
 
     home: Path = Field(default_factory=default_home, description="Data directory for stores and logs.")
-    config_dir: Path = Field(
-        default_factory=default_config_dir, description="Folder of mnemo's configuration, e.g. the store registry."
+    config_dir: Path | None = Field(
+        None, description="Folder of the store registry (stores.toml); unset: MNEMO_HOME itself."
     )
     store: str = Field("default", description="The store that servers and commands use.")
     profile: Profile = Field("full", description="The tool surface `mnemo serve` offers.")
@@ -126,8 +128,14 @@ class Settings(BaseSettings):
 
     @property
     def registry_file(self) -> Path:
-        """The store registry (spec 002): store names mapped to folders; see ``mnemo.registry``."""
-        return self.config_dir / "stores.toml"
+        """The store registry (spec 002): store names mapped to folders; see ``mnemo.registry``.
+
+        The default home also reads the registry an older mnemo kept in the platform's config folder
+        (shared by every home) while it has none of its own: no other home inherits its stores."""
+        if self.config_dir is not None:
+            return self.config_dir / "stores.toml"
+        own, older = self.home / "stores.toml", platform_config_dir() / "stores.toml"
+        return older if self.home == default_home() and not own.exists() and older.exists() else own
 
     def stores(self) -> dict[str, Path]:
         """Every registered store by name, ``default`` included."""

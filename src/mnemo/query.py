@@ -68,7 +68,8 @@ class Filters:
     importance_bands: tuple[str, ...] | None = None  # high / medium / low (model.importance_band)
     accessed_before: datetime | None = None
     expired_before: datetime | None = None  # memories whose expires_at is at or before this (with include_expired)
-    updated_after: datetime | None = None  # strictly after (a sync's changes since its watermark)
+    updated_after: datetime | None = None  # strictly after (a sync's modified_since)
+    changed_from: int | None = None  # change number at or above (a sync's changes since its last)
     archive_ids: tuple[str, ...] | None = None
     contains: TextMatch | None = None
     include_expired: bool = False

@@ -17,7 +17,7 @@ def stores_group() -> None:
     """The store registry: the only names that --store, MNEMO_STORE and the stores profile reach.
 
     A registered name maps to a folder; `default` (under MNEMO_HOME) is always there. The
-    registry is stores.toml in MNEMO_CONFIG_DIR.
+    registry is stores.toml in MNEMO_HOME (or in MNEMO_CONFIG_DIR, when that is set).
     """
 
 

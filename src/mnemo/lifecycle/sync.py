@@ -1,22 +1,27 @@
 """Sync between two stores (spec 004's sync_memories): the same ids on both sides, changes since the
 last sync of the pair, deletions as forgotten memories, conflicts resolved as asked.
 
-A sync first plans, then applies. The plan compares each memory changed on one side since the
-pair's watermark (the start of their last completed sync, kept in both stores) with its copy on the
-other side: absent there → created; the same state → nothing; changed only on this side → updated;
-changed on both since the watermark → a conflict, resolved by ``conflict_resolution`` (``manual``:
-a 409 listing them, nothing applied). Applying writes one memory per transaction and moves the
-watermark only at the end, so a sync killed midway and run again finds what it wrote already equal,
-and ends where an uninterrupted one would have. A forgotten memory travels as forgotten (a soft
-delete, recoverable on both sides); memories purged for good, or archived beyond ``cold`` (their
-content lives in the tier), are not carried (counted as skipped). A memory written on one side
-takes the other side's vector of the same content when both stores' vectors are the model's that
-it embeds with; otherwise it is embedded there (a changed content's old vector is dropped first).
+A sync first plans, then applies. Every write of a memory is numbered by its store (whatever its
+``updated_at``: an import keeps the file's), and the pair's marks, kept in both stores, say from
+which number each side is still unread. The plan compares each memory changed on one side since its
+mark with its copy on the other side: absent there → created; the same state → nothing; changed
+only on this side → updated; changed on both → a conflict, resolved by ``conflict_resolution``
+(``manual``: a 409 listing them, nothing applied). Applying writes one memory per transaction and
+moves the marks only at the end, so a sync killed midway and run again finds what it wrote already
+equal, and ends where an uninterrupted one would have. A side's mark moves past what this sync read
+of it and past its own writes there (so they are not sent back), never past another writer's
+change, nor past a transaction still running (``Storage.change_horizon``). A forgotten memory
+travels as forgotten (a soft delete, recoverable on both sides); memories purged for good, or
+archived beyond ``cold`` (their content lives in the tier), are not carried (counted as skipped). A
+memory written on one side takes the other side's vector of the same content when both stores'
+vectors are the model's that it embeds with; otherwise it is embedded there (a changed content's old
+vector is dropped first).
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import threading
 import time
@@ -30,7 +35,7 @@ from mnemo import access, registry
 from mnemo.caller import current, viewer
 from mnemo.errors import Forbidden, InvalidInput, SyncConflicts, SyncInProgress
 from mnemo.lifecycle import jobs
-from mnemo.model import Memory, Status, to_iso
+from mnemo.model import Memory, Status
 from mnemo.query import Filters, Position, Sort, SortField
 from mnemo.service import MemoryService
 from mnemo.storage import BULK_WRITE
@@ -40,6 +45,8 @@ SYNC_TYPES = ("full", "incremental", "bidirectional", "push", "pull")
 RESOLUTIONS = ("source_wins", "destination_wins", "newest_wins", "merge", "manual")
 PAGE = 500
 STORE_ID = "store-id"
+MARKS = "sync-marks:"  # + the other store's id: each side's numbering and the number it is unread from
+OLD_WATERMARK = "sync-watermark:"  # + the other store's id: a time, the start of the last sync (before marks)
 # The fields a sync carries: everything a memory says, not how this store counts or numbers it.
 CARRIED = (
     "content",
@@ -129,7 +136,7 @@ class Syncer:
             raise InvalidInput("source and destination are the same store", field="destination")
         self.source, self.destination = source, destination
         self.names = (source_name, destination_name)
-        self.key = f"sync-watermark:{store_id(destination)}", f"sync-watermark:{store_id(source)}"
+        self.ids = store_id(source), store_id(destination)
 
     def sync(
         self,
@@ -156,9 +163,11 @@ class Syncer:
         # the sync's id is its job's: mnemo jobs ID and mnemo://jobs/ID show how it went
         report = SyncReport(job_id or f"sync_{uuid.uuid4().hex[:12]}", sync_type, *self.names, started, dry_run=dry_run)
         clock_started = time.perf_counter()
-        watermark = None if sync_type == "full" else self._watermark()
-        since = max((w for w in (watermark, filters.modified_since) if w is not None), default=None)
-        writes = self._plan(sync_type, since, watermark, filters, conflict_resolution, report)
+        sides = (self.source, self.destination)
+        horizons = [side.storage.change_horizon() for side in sides]  # before anything is read
+        marks = (None, None) if sync_type == "full" else self._marks([numbering for numbering, _ in horizons])
+        directions = self._directions(sync_type)
+        writes = self._plan(directions, dict(zip(sides, marks, strict=True)), filters, conflict_resolution, report)
         if not dry_run:
             with jobs.recorded(
                 self.source.storage, self.source.clock, self.kind, report.sync_id, total=len(writes)
@@ -177,30 +186,39 @@ class Syncer:
                     side.embed_pending()
                     if len(landed) >= BULK_WRITE:
                         side.storage.refresh_statistics()
-                self._set_watermark(started)
+                origins = {origin for origin, _ in directions}
+                self._set_marks([
+                    (numbering, self._new_mark(side, start if side in origins else mark, written))
+                    for side, (numbering, start), mark in zip(sides, horizons, marks, strict=True)
+                ])  # fmt: skip
                 progress.report.update(created=report.created, updated=report.updated, deleted=report.deleted)
         report.completed_at = self.source.clock.now()
         report.duration_ms = round((time.perf_counter() - clock_started) * 1000, 1)
         return report
 
     # -- planning --------------------------------------------------------------------------
+    def _directions(self, sync_type: str) -> list[tuple[MemoryService, MemoryService]]:
+        """(origin, target): where changes are read, where they are written."""
+        return {
+            "pull": [(self.destination, self.source)],
+            "bidirectional": [(self.source, self.destination), (self.destination, self.source)],
+        }.get(sync_type, [(self.source, self.destination)])
+
     def _plan(
         self,
-        sync_type: str,
-        since: datetime | None,
-        watermark: datetime | None,
+        directions: list[tuple[MemoryService, MemoryService]],
+        marks: dict[MemoryService, int | None],
         filters: SyncFilters,
         resolution: str,
         report: SyncReport,
     ) -> list[Write]:
-        directions = {
-            "pull": [(self.destination, self.source)],
-            "bidirectional": [(self.source, self.destination), (self.destination, self.source)],
-        }.get(sync_type, [(self.source, self.destination)])
+        """``marks``: each side's number it is unread from (None: every memory is new to the pair)."""
         writes: dict[tuple[int, str], Write] = {}
         conflicts: list[dict[str, str]] = []
         for origin, target in directions:
-            for memory in self._changed(origin, since, filters):
+            mark = marks[target]
+            changed_there = None if mark is None else target.storage.changed_from(mark)
+            for memory in self._changed(origin, marks[origin], filters):
                 report.checked += 1
                 if memory.status is Status.ARCHIVED and memory.archive_tier not in (None, "cold"):
                     report.skipped += 1
@@ -214,8 +232,7 @@ class Syncer:
                     continue
                 if state(current) == state(memory):
                     continue
-                changed_there = watermark is None or current.updated_at > watermark
-                if not changed_there:
+                if changed_there is not None and memory.id not in changed_there:
                     writes[(id(target), memory.id)] = Write(target, memory, current)
                     continue
                 if (id(origin), memory.id) in writes or any(c["memory_id"] == memory.id for c in conflicts):
@@ -263,7 +280,7 @@ class Syncer:
         }
 
     @staticmethod
-    def _changed(side: MemoryService, since: datetime | None, filters: SyncFilters) -> list[Memory]:
+    def _changed(side: MemoryService, mark: int | None, filters: SyncFilters) -> list[Memory]:
         query = Filters(
             now=side.clock.now(),
             statuses=None,
@@ -272,7 +289,8 @@ class Syncer:
             categories=filters.categories,
             user_id=filters.user_id,
             conversation_id=filters.conversation_id,
-            updated_after=since,
+            updated_after=filters.modified_since,
+            changed_from=mark,
         )
         found: list[Memory] = []
         after: Position | None = None
@@ -333,16 +351,50 @@ class Syncer:
     def _other(self, side: MemoryService) -> str:
         return self.names[0] if side is self.destination else self.names[1]
 
-    # -- the pair's watermark and lock ---------------------------------------------------------
-    def _watermark(self) -> datetime | None:
-        marks = [self.source.storage.read_setting(self.key[0]), self.destination.storage.read_setting(self.key[1])]
-        # both sides must agree that a sync completed: a copy restored from an older backup has an older mark
-        known = [datetime.fromisoformat(m) for m in marks if m is not None]
-        return min(known) if len(known) == 2 else None
+    # -- the pair's marks and lock ---------------------------------------------------------------
+    def _settings(self, prefix: str) -> list[str | None]:
+        """The pair's setting of this kind in each store (each names the other)."""
+        return [self.source.storage.read_setting(prefix + self.ids[1]),
+                self.destination.storage.read_setting(prefix + self.ids[0])]  # fmt: skip
 
-    def _set_watermark(self, at: datetime) -> None:
-        self.source.storage.write_setting(self.key[0], to_iso(at))
-        self.destination.storage.write_setting(self.key[1], to_iso(at))
+    def _marks(self, numberings: list[str]) -> tuple[int | None, int | None]:
+        """From which number each side is unread. Both stores must agree that a sync completed: a
+        store restored from an older backup holds older marks (the lower of the two is read from); a
+        side numbered otherwise than the marks say (copied, or restored into another cluster) is
+        read whole. A pair last synced before changes were numbered reads from its watermark's
+        time, as numbered by the migration."""
+        records = self._settings(MARKS)
+        if None not in records:
+            held = [json.loads(record or "") for record in records]
+
+            def unread_from(side: str, numbering: str) -> int | None:
+                agreed = all(r[side][0] == numbering and r[side][1] is not None for r in held)
+                return min(r[side][1] for r in held) if agreed else None
+
+            return unread_from(self.ids[0], numberings[0]), unread_from(self.ids[1], numberings[1])
+        older = self._settings(OLD_WATERMARK)
+        if None in older:
+            return None, None
+        since = min(datetime.fromisoformat(at or "") for at in older)
+        return self.source.storage.first_change_after(since), self.destination.storage.first_change_after(since)
+
+    def _new_mark(self, side: MemoryService, start: int | None, written: list[Write]) -> int | None:
+        """From where the next sync reads ``side``: ``start`` (what this one read of it: its horizon
+        then, for a side changes were read from), past this sync's own writes there, which the
+        other side holds already, but not past another writer's change, nor a transaction running."""
+        if start is None:
+            return None
+        _, horizon = side.storage.change_horizon()  # first: a change committed after it is numbered above
+        ours = {w.memory.id: w.memory for w in written if w.side is side}
+        changed = side.storage.changed_from(start)
+        held = {m.id: m for m in side.storage.get_many([i for i in changed if i in ours])}
+        others = [n for i, n in changed.items() if i not in held or state(held[i]) != state(ours[i])]
+        return min([horizon, *others])
+
+    def _set_marks(self, marks: list[tuple[str, int | None]]) -> None:
+        record = json.dumps(dict(zip(self.ids, marks, strict=True)))
+        self.source.storage.write_setting(MARKS + self.ids[1], record)
+        self.destination.storage.write_setting(MARKS + self.ids[0], record)
 
     def _refuse_if_running(self, own_job: str | None = None) -> None:
         kind = self.kind

@@ -189,6 +189,14 @@ class Storage(Protocol):
     def vector_search(self) -> VectorSearch | None: ...  # None: the engine keeps an index in memory
     def index_folder(self) -> Path | None: ...  # where that index may keep files, rebuilt from the store at will
 
+    # -- changes (a sync reads each side from where its last one reached) --------------------------
+    # Every write of a memory is given a change number: a write that commits after
+    # ``change_horizon`` is read is numbered at or above the number it gives, with the name of the
+    # numbering (a store copied or restored elsewhere numbers anew, under another name).
+    def change_horizon(self) -> tuple[str, int]: ...
+    def changed_from(self, number: int) -> dict[str, int]: ...  # the memories last changed at or above it: id → number
+    def first_change_after(self, at: datetime) -> int: ...  # where a sync's older watermark, a time, reads from
+
     # -- archive tiers and store settings ------------------------------------------------
     def read_setting(self, key: str) -> str | None: ...
     def write_setting(self, key: str, value: str) -> None: ...

@@ -25,7 +25,8 @@ _TIMED_TABLES = {  # table: its columns in order, and which of them hold a time
     "backups": ("id, memory_id, created_at, keep_until, snapshot", {2, 3}),
     "events": ("kind, at, count", {1}),
 }  # fmt: skip
-_NOT_COPIED_SETTINGS = {"vector_dimension"}  # what a backend sets for itself
+# what a backend sets for itself: a copy numbers its changes anew (its syncs then compare every memory)
+_NOT_COPIED_SETTINGS = {"vector_dimension", "last_change_number", "change_numbers"}
 
 
 def _everything() -> Filters:

@@ -241,6 +241,22 @@ class PostgresStorage(SQLStore):
         ).fetchone() or (0,)
         return int(number)
 
+    def _next_change_number(self, db: psycopg.Connection) -> int:
+        """The writing transaction's id (64 bits: never reused), so writers never wait on a counter."""
+        (number,) = db.execute("SELECT pg_current_xact_id()::text::bigint").fetchone() or (0,)
+        return int(number)
+
+    def change_horizon(self) -> tuple[str, int]:
+        """Transactions commit out of the order of their ids, but every one below the oldest still
+        running has ended: a write that commits later is numbered at or above that. The numbers are
+        the cluster's, so the numbering is named by the cluster's system identifier: a store restored
+        into another cluster, whose ids may be lower, numbers anew."""
+        ((cluster, oldest),) = self._rows(
+            "SELECT system_identifier::text, pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+            " FROM pg_control_system()"
+        )
+        return f"postgresql {cluster}", int(oldest)
+
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
         """Remove memories for good: rows (their tags and vectors with them), links, backups, old content.
 

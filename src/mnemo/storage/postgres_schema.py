@@ -417,6 +417,21 @@ def m011_idempotency_leases(db: psycopg.Connection) -> None:
     db.execute("ALTER TABLE idempotent_calls ADD COLUMN holder TEXT, ADD COLUMN lease_until TIMESTAMPTZ")
 
 
+def m012_change_numbers(db: psycopg.Connection) -> None:
+    """Every write of a memory is numbered (``change_number``): by the id of the transaction that wrote
+    it (``PostgresStorage.change_horizon``), so a sync reads each side from where its last one
+    reached and what enters a store with an old ``updated_at`` (an import, a restore, an earlier sync)
+    travels too. The memories written before are numbered below 0 in the order of their update, so a
+    pair's older watermark, a time, still reads from a number (``first_change_after``)."""
+    db.execute("ALTER TABLE memories ADD COLUMN change_number BIGINT NOT NULL DEFAULT 0")
+    db.execute(
+        "UPDATE memories m SET change_number = -r.n FROM (SELECT rowid,"
+        " row_number() OVER (ORDER BY updated_at DESC, rowid DESC) AS n FROM memories) AS r WHERE m.rowid = r.rowid"
+    )
+    db.execute("ALTER TABLE memories ALTER COLUMN change_number DROP DEFAULT")
+    db.execute("CREATE INDEX memories_changes ON memories(change_number)")
+
+
 MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m001_create_tables,
     m002_session_index,
@@ -429,6 +444,7 @@ MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m009_memory_counts,
     m010_job_owners,
     m011_idempotency_leases,
+    m012_change_numbers,
 ]
 _LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock that migrations (of any store) run under
 

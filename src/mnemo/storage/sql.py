@@ -310,6 +310,7 @@ def where(
         ("m.importance >= ?", f.importance_min),
         ("m.importance <= ?", f.importance_max),
         ("m.importance < ?", f.importance_below),
+        ("m.change_number >= ?", f.changed_from),
     ):
         if number is not None:
             compare(condition, number)

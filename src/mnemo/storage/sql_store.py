@@ -41,6 +41,13 @@ class SQLStore(SQLStatistics):
         """The store's next entry number (spec 003), counted inside the insert's transaction."""
 
     @abstractmethod
+    def _next_change_number(self, db: Any) -> int:
+        """The number of this transaction's writes of memories (see ``change_horizon``)."""
+
+    @abstractmethod
+    def change_horizon(self) -> tuple[str, int]: ...
+
+    @abstractmethod
     def close(self) -> None: ...
 
     @abstractmethod
@@ -78,7 +85,8 @@ class SQLStore(SQLStatistics):
                 memory = memory.evolve(entry_number=self._next_entry_number(db))
             try:
                 (rowid,) = db.execute(
-                    self._insert_memory() + " RETURNING rowid", sql.row_values(memory, self._dialect)
+                    self._insert_memory() + " RETURNING rowid",
+                    (*sql.row_values(memory, self._dialect), self._next_change_number(db)),
                 ).fetchone()
             except self._unique_violation as exc:
                 raise Conflict(f"memory {memory.id} or its path already exists", memory_id=memory.id) from exc
@@ -111,8 +119,9 @@ class SQLStore(SQLStatistics):
         """The memories' rows and tags, in one statement each; their keys, in order."""
         if not memories:
             return []
+        number = self._next_change_number(db)
         try:
-            self._many(db, self._insert_memory(), [sql.row_values(memory, self._dialect) for memory in memories])
+            self._many(db, self._insert_memory(), [(*sql.row_values(m, self._dialect), number) for m in memories])
         except self._unique_violation as exc:
             raise Conflict(f"one of {len(memories)} memories, or its path, already exists") from exc
         ids = [memory.id for memory in memories]
@@ -122,8 +131,10 @@ class SQLStore(SQLStatistics):
         return [key_of[memory_id] for memory_id in ids]
 
     def _insert_memory(self) -> str:
-        """The statement that adds one memory's row (``sql.row_values``)."""
-        return self._q(f"INSERT INTO memories ({sql.COLUMNS}) VALUES ({self._marks(len(sql.COLUMN_NAMES))})")
+        """The statement that adds one memory's row (``sql.row_values``, then its change number)."""
+        return self._q(
+            f"INSERT INTO memories ({sql.COLUMNS}, change_number) VALUES ({self._marks(len(sql.COLUMN_NAMES) + 1)})"
+        )
 
     def _write_tags(self, db: Any, rowid: int, tags: Sequence[str]) -> None:
         """Replace a stored memory's tags."""
@@ -182,12 +193,14 @@ class SQLStore(SQLStatistics):
         assignments = ", ".join(f"{c} = ?" for c in sql.COLUMN_NAMES[1:])
         t = self._dialect.time
         with self._write() as db:
+            number = self._next_change_number(db) if changes else None
             for memory, change in changes:
                 try:
                     row = db.execute(
-                        self._q(f"UPDATE memories SET {assignments} WHERE id = ? AND version = ? RETURNING rowid"),
-                        (*sql.row_values(memory, self._dialect)[1:], memory.id, memory.version - 1),
-                    ).fetchone()
+                        self._q(f"UPDATE memories SET {assignments}, change_number = ? WHERE id = ? AND version = ?"
+                                " RETURNING rowid"),
+                        (*sql.row_values(memory, self._dialect)[1:], number, memory.id, memory.version - 1),
+                    ).fetchone()  # fmt: skip
                 except self._unique_violation as exc:  # the only unique column a save can change is path
                     raise Conflict(f"path {memory.path!r} is already taken", path=memory.path) from exc
                 if row is None:
@@ -398,6 +411,18 @@ class SQLStore(SQLStatistics):
             return set()
         query = f"SELECT DISTINCT subject_key FROM memories WHERE subject_key IN ({self._marks(len(keys))})"
         return {key for (key,) in self._rows(query, keys)}
+
+    # -- changes: what a sync reads ----------------------------------------------------------
+    def changed_from(self, number: int) -> dict[str, int]:
+        rows = self._rows("SELECT id, change_number FROM memories WHERE change_number >= ?", [number])
+        return {memory_id: int(n) for memory_id, n in rows}
+
+    def first_change_after(self, at: datetime) -> int:
+        """The number from which the memories last written after ``at`` by a mnemo that numbered no
+        changes (numbered below 0 in the order of their update by the migration that began it) and
+        every later write are found."""
+        query = "SELECT COALESCE(MIN(change_number), 0) FROM memories WHERE change_number < 0 AND updated_at > ?"
+        return int(self._one(query, [self._dialect.time(at)]))
 
     def read_setting(self, key: str) -> str | None:
         rows = self._rows("SELECT value FROM settings WHERE key = ?", [key])

@@ -43,7 +43,7 @@ from mnemo.storage import (
 )
 from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite_files import DB_FILENAME
-from mnemo.storage.sqlite_schema import ENTRY_COUNTER, MIGRATIONS
+from mnemo.storage.sqlite_schema import CHANGE_COUNTER, CHANGE_NUMBERING, ENTRY_COUNTER, MIGRATIONS
 
 RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (see sqlite_text.ranked_matches)
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
@@ -266,6 +266,19 @@ class SQLiteStorage(SQLStore):
             (ENTRY_COUNTER,),
         ).fetchone()
         return int(number)
+
+    def _next_change_number(self, db: sqlite3.Connection) -> int:
+        """Counted in the settings table: one writer at a time, so numbers grow in commit order."""
+        (number,) = db.execute(
+            "UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = ? RETURNING CAST(value AS INTEGER)",
+            (CHANGE_COUNTER,),
+        ).fetchone()
+        return int(number)
+
+    def change_horizon(self) -> tuple[str, int]:
+        query = "SELECT key, value FROM settings WHERE key IN (?, ?)"
+        found = dict(self._rows(query, [CHANGE_NUMBERING, CHANGE_COUNTER]))
+        return str(found[CHANGE_NUMBERING]), int(found[CHANGE_COUNTER]) + 1
 
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None:
         """Remove memories for good: rows, index entries, links, backups and old content."""

@@ -180,6 +180,8 @@ def m002_vectors(db: sqlite3.Connection) -> None:
 
 
 ENTRY_COUNTER = "last_entry_number"  # settings key: the last entry number given out (spec 003)
+CHANGE_COUNTER = "last_change_number"  # settings key: the last change number given out
+CHANGE_NUMBERING = "change_numbers"  # settings key: the name of this store's numbering of changes
 
 
 def m003_shared_space(db: sqlite3.Connection) -> None:
@@ -496,6 +498,26 @@ def m016_idempotency_leases(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE idempotent_calls ADD COLUMN lease_until TEXT")
 
 
+def m017_change_numbers(db: sqlite3.Connection) -> None:
+    """Every write of a memory is numbered (``change_number``, from the counter ``last_change_number``,
+    one number a write transaction; ``change_numbers`` names this numbering): a sync reads each side
+    from where its last one reached, so what enters a store with an old ``updated_at`` (an import,
+    a restore, an earlier sync) travels too. The memories written before are numbered below 0 in the
+    order of their update, so a pair's older watermark, a time, still reads from a number
+    (``first_change_after``)."""
+    _run(
+        db,
+        f"""
+        ALTER TABLE memories ADD COLUMN change_number INTEGER NOT NULL DEFAULT 0;
+        UPDATE memories SET change_number = -r.n FROM (SELECT rowid AS key,
+            ROW_NUMBER() OVER (ORDER BY updated_at DESC, rowid DESC) AS n FROM memories) AS r
+            WHERE memories.rowid = r.key;
+        CREATE INDEX memories_changes ON memories(change_number);
+        INSERT INTO settings VALUES ('{CHANGE_COUNTER}', '0'), ('{CHANGE_NUMBERING}', lower(hex(randomblob(16))));
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
@@ -513,4 +535,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m014_rowid_in_owner_indexes,
     m015_job_owners,
     m016_idempotency_leases,
+    m017_change_numbers,
 ]
