@@ -81,8 +81,8 @@ class ProfileServer(MCPServer):
             if stores is None:
                 raise ValueError(f"profile {profile.name!r} serves named stores: pass them")
             profile.register_stores(self, stores)
-        read_arguments_strictly(self)
         serve_lean_schemas(self)
+        read_arguments_strictly(self)
 
     async def run_stdio_async(self) -> None:
         """Serve on stdin/stdout through mnemo's guarded transport (see ``mnemo.serve.stdio``)."""
