@@ -12,6 +12,7 @@ import asyncio
 import json
 import multiprocessing
 import queue
+import threading
 import traceback
 from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
@@ -373,3 +374,44 @@ def test_eight_processes_writing_through_every_profile_lose_no_write_no_update_a
         FIGURES["concurrency: writes acknowledged"] += sum(len(r["created"]) for r in reports) + total_updates
     finally:
         service.storage.close()
+
+
+# -- many plain updates of one memory through two servers' stores at once -------------------------
+SERVERS = 2
+APPENDERS_PER_SERVER = 16
+APPENDS_EACH = 10
+
+
+@pytest.mark.every_backend
+def test_many_plain_updates_of_one_memory_through_two_stores_all_land(settings: Settings):
+    """A plain update (no expected_version) is applied however many others write the same memory:
+    the update contract says they are applied one after another, on every backend."""
+    services = [open_service(settings, actor=f"server{n}") for n in range(SERVERS)]
+    try:
+        memory_id = services[0].store("A scratchpad every appender adds a line to").memory.id
+        errors: queue.Queue[str] = queue.Queue()
+
+        def append(service: MemoryService, name: str) -> None:
+            for j in range(APPENDS_EACH):
+                try:
+                    service.update(memory_id, content=f"line {name}-{j}", merge_strategy="append")
+                except Exception as exc:
+                    errors.put(f"{name}-{j}: {_describe(exc)}")
+
+        threads = [
+            threading.Thread(target=append, args=(service, f"s{n}t{t}"))
+            for n, service in enumerate(services)
+            for t in range(APPENDERS_PER_SERVER)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(CHILD_TIMEOUT_S)
+        assert list(errors.queue) == []
+        memory = services[1].get(memory_id)
+        total = SERVERS * APPENDERS_PER_SERVER * APPENDS_EACH
+        assert memory.version == 1 + total
+        assert len(memory.content.splitlines()) == 1 + total
+    finally:
+        for service in services:
+            service.close()

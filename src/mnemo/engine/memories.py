@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,10 +36,12 @@ from mnemo.query import Filters
 from mnemo.search import enrich
 from mnemo.search.twins import NewText
 
-# How often an update that met another writer is computed again from the memory as it now is. On
-# PostgreSQL a read and a write are several round trips apart, so four processes appending to one
-# memory under load exhausted 5 now and then (tests/test_concurrency.py); retrying is cheap.
-MAX_CONFLICT_RETRIES = 12
+# How long an update that met another writer is computed again from the memory as it now is, each
+# time after a random pause that doubles (up to a cap). On PostgreSQL a read and a write are several
+# round trips apart: 32 writers appending to one memory through two servers, retried at once, kept
+# colliding (a third of them gave up after 12 tries); the random pauses spread them out.
+CONFLICT_RETRY_S = 30.0
+CONFLICT_PAUSE_S = (0.002, 0.25)  # the first pause's ceiling, and the largest
 CLOCK_SKEW = timedelta(minutes=5)  # how far ahead a client's clock may be when it dates a memory
 UPDATABLE_STATUSES = (Status.ACTIVE, Status.ARCHIVED, Status.OUTDATED)  # forgetting is forget()'s
 
@@ -291,7 +295,8 @@ class MemoryOperations(EmbeddingOperations):
 
         # Optimistic concurrency: compute from what was read, write only if it is still current.
         # A caller that named the version it read gets a conflict; otherwise re-read and re-apply.
-        for _attempt in range(MAX_CONFLICT_RETRIES):
+        give_up, pause = time.monotonic() + CONFLICT_RETRY_S, CONFLICT_PAUSE_S[0]
+        while True:
             current = self.get(memory_id)
             if current.status is Status.FORGOTTEN:
                 raise NotFound(f"memory {memory_id} has been deleted", memory_id=memory_id)
@@ -324,10 +329,14 @@ class MemoryOperations(EmbeddingOperations):
             except Conflict:
                 if expected_version is not None:
                     raise
+                if time.monotonic() > give_up:
+                    raise Conflict(f"memory {memory_id} kept changing while being updated",
+                                   memory_id=memory_id) from None  # fmt: skip
+                time.sleep(random.uniform(0, pause))
+                pause = min(pause * 2, CONFLICT_PAUSE_S[1])
                 continue
             embedded = self._embed([updated]) if "content" in changed else False
             return UpdateResult(updated, [k for k in changed if k != "auto_tags"], change.id, embedded)
-        raise Conflict(f"memory {memory_id} kept changing while being updated", memory_id=memory_id)
 
     @staticmethod
     def _apply_updates(
