@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     database_pool_size: int = Field(
         5, ge=1, le=1000, description="PostgreSQL: connections each server process keeps open at most."
     )
+    database_wait_s: float = Field(
+        120.0, ge=0, description="PostgreSQL: how long `mnemo serve` started before its database waits for it."
+    )
     recency_half_life_days: float = Field(
         30.0, gt=0, description="Age at which a memory's recency score has fallen to 0.5."
     )

@@ -28,6 +28,7 @@ these, once each, into their spec's error shape. Storage adapters map driver err
     ├── EmbeddingError      EMBEDDING_ERROR     the embedding model failed or is not installed
     ├── CorruptedData       CORRUPTED_DATA      the store failed its integrity check
     ├── StorageError        STORAGE_ERROR       the store could not be read or written
+    │   └── Unavailable     STORE_UNAVAILABLE   its database cannot be reached: retry later (503)
     └── QuotaExceeded ─ ArchiveQuotaExceeded  ARCHIVE_QUOTA_EXCEEDED  the archive holds its configured maximum
 """
 
@@ -156,6 +157,13 @@ class CorruptedData(MnemoError):
 
 class StorageError(MnemoError):
     code = "STORAGE_ERROR"
+
+
+class Unavailable(StorageError):
+    """The store's database cannot be reached (stopped, restarting, the network): retry later."""
+
+    code = "STORE_UNAVAILABLE"
+    RETRY_AFTER_S = 5
 
 
 def reason_of(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ import logging
 import logging.handlers
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,15 @@ from mnemo import __version__
 from mnemo.app import open_service
 from mnemo.clock import Clock
 from mnemo.config import Settings
-from mnemo.errors import MAX_FIELD_CHARS, EmbeddingError, InvalidInput, MnemoError, StorageError, clipped
+from mnemo.errors import (
+    MAX_FIELD_CHARS,
+    EmbeddingError,
+    InvalidInput,
+    MnemoError,
+    StorageError,
+    Unavailable,
+    clipped,
+)
 from mnemo.keys import KeyRing
 from mnemo.lifecycle.jobs import close_abandoned
 from mnemo.lifecycle.maintenance import maintain
@@ -130,7 +139,7 @@ def build_server(
 ) -> ProfileServer:
     chosen = get_profile(profile or settings.profile)
     actor = f"mcp:{chosen.name}"
-    service = open_service(settings, store, actor=actor, clock=clock)
+    service = _opened_when_reachable(settings, store, actor, clock)
     if chosen.register_stores is None:
         return ProfileServer(chosen, service)
     # Calls name their store: each registered store is opened on first use, sharing the embedder.
@@ -141,6 +150,21 @@ def build_server(
         {(name, settings.store_folder(name)): service},
     )
     return ProfileServer(chosen, service, stores)
+
+
+def _opened_when_reachable(settings: Settings, store: str | None, actor: str, clock: Clock | None) -> MemoryService:
+    """The served store; a server started before its database waits for it (MNEMO_DATABASE_WAIT_S),
+    saying so, rather than exiting: it starts once the database answers."""
+    give_up = time.monotonic() + settings.database_wait_s
+    while True:
+        try:
+            return open_service(settings, store, actor=actor, clock=clock)
+        except Unavailable as down:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                raise
+            log.warning("%s; waiting for it (%.0f s more at most)", down.message, left)
+            time.sleep(min(Unavailable.RETRY_AFTER_S, left))
 
 
 def configure_logging(

@@ -83,6 +83,7 @@ _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
     (errors.QuotaExceeded, "STORAGE_QUOTA_EXCEEDED", 507),
     (errors.EmbeddingError, "EMBEDDING_ERROR", 503),
     (errors.CorruptedData, "STORAGE_ERROR", 500),
+    (errors.Unavailable, "STORAGE_UNAVAILABLE", 503),
     (errors.StorageError, "STORAGE_ERROR", 500),
 ]
 

@@ -18,7 +18,7 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.responses import JSONResponse
 
 from mnemo.caller import current
-from mnemo.errors import MnemoError, RateLimited
+from mnemo.errors import MnemoError, RateLimited, Unavailable
 from mnemo.request_ledger import OTHER_REQUESTS, RateState, RequestLedger, retry_after
 from mnemo.serve.asgi import Message, Receive, Scope, Send
 
@@ -48,6 +48,9 @@ class CallLedger:
         except RateLimited as limited:
             over = RateState(limited.details["limit"], 0, limited.details["reset"])
             await self._refuse(message, limited, over)(scope, replay, send)
+            return
+        except MnemoError as failed:  # the store's database out of reach, say: the profile's own error
+            await self._failed(message, failed)(scope, replay, send)
             return
         send = _with_headers(send, state.headers if state else {})
         key = _header(scope, b"x-idempotency-key")
@@ -88,6 +91,13 @@ class CallLedger:
             answer = _result_for(message["id"], b"".join(sent), content_type)
         finally:  # no answer (an error, a dropped connection): the key is free for a retry
             await anyio.to_thread.run_sync(self.ledger.end, principal, key, answer)
+
+    def _failed(self, message: dict[str, Any] | None, error: MnemoError) -> JSONResponse:
+        if message is not None and "id" in message and message.get("method") == "tools/call":
+            return JSONResponse(self.answer_error(error, message["id"]), headers=retry_after(error))
+        body = {"error": "store_failed", "error_description": error.message}
+        status = 503 if isinstance(error, Unavailable) else 500
+        return JSONResponse(body, status_code=status, headers=retry_after(error))
 
     def _refuse(self, message: dict[str, Any] | None, limited: RateLimited, state: RateState) -> JSONResponse:
         headers = {**state.headers, "Retry-After": str(max(1, state.reset - int(self.ledger.clock.now().timestamp())))}

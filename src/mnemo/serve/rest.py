@@ -159,6 +159,8 @@ class RestApi:
                     "X-RateLimit-Reset": str(limited.details["reset"]),
                 },
             )
+        except MnemoError as failed:  # the store's database out of reach, say
+            return self._error(failed, retry_after(failed))
         headers = state.headers if state else {}
         key = request.headers.get("x-idempotency-key")
         if key is not None and tool and request.method != "GET":
@@ -175,9 +177,9 @@ class RestApi:
                 answer = json.dumps([status, body])
             finally:
                 await anyio.to_thread.run_sync(self.ledger.end, principal, key, answer)
-            return JSONResponse(body, status, headers)
+            return JSONResponse(body, status, headers | _retry_after(body))
         status, body = await self._run(tool, arguments, ok)
-        return JSONResponse(body, status, headers)
+        return JSONResponse(body, status, headers | _retry_after(body))
 
     async def _run(self, tool: str, arguments: dict[str, Any], ok: int) -> tuple[int, Any]:
         if not tool:
@@ -213,6 +215,15 @@ class RestApi:
     def _error(self, error: MnemoError, headers: dict[str, str] | None = None) -> Response:
         status, body = self._error_body(error)
         return JSONResponse(body, status, headers)
+
+
+def _retry_after(body: Any) -> dict[str, str]:
+    """``Retry-After`` for an error answer that says when to retry (its store's database out of reach)."""
+    error = body.get("error") if isinstance(body, dict) and body.get("success") is False else None
+    details = error.get("details") if isinstance(error, dict) else None
+    if not isinstance(details, dict) or "retry_after" not in details:
+        return {}
+    return {"Retry-After": str(details["retry_after"])}
 
 
 async def _arguments(endpoint: Endpoint, request: Request) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from psycopg import sql as pgsql
 from psycopg.pq import TransactionStatus
 
 from mnemo.bounds import as_utc
-from mnemo.errors import InvalidInput, Locked, MnemoError, StorageError
+from mnemo.errors import InvalidInput, Locked, MnemoError, StorageError, Unavailable
 from mnemo.model import Change, Memory
 from mnemo.query import Filters, StoredText, TextHit
 from mnemo.storage import (
@@ -53,6 +53,7 @@ from mnemo.storage.postgres_schema import (
 )
 from mnemo.storage.sql_store import SQLStore
 
+PROBE_TIMEOUT_S = 2  # how long a connection that tells "busy" from "unreachable" may take to open
 RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (as in sqlite.py)
 
 
@@ -98,6 +99,7 @@ class PostgresStorage(SQLStore):
     def __init__(self, url: str, name: str = "default", pool_size: int = 5, busy_timeout_s: float = 30.0) -> None:
         self.name = name
         self.schema = schema_name(name)
+        self._url = url
         self._busy_timeout_s = busy_timeout_s
         self._words = postgres_text.WordStats(self._read)
         self._local = threading.local()  # batch()'s connection, by thread
@@ -110,6 +112,9 @@ class PostgresStorage(SQLStore):
                 f"store {name!r} has schema version {newer}, newer than this mnemo understands ({len(MIGRATIONS)})",
                 store=name,
             ) from newer
+        except psycopg.OperationalError as exc:
+            raise Unavailable(f"store {name!r}: cannot reach its PostgreSQL database: {exc}", store=name,
+                              retry_after=Unavailable.RETRY_AFTER_S) from exc  # fmt: skip
         except psycopg.Error as exc:
             raise StorageError(f"store {name!r}: cannot open its PostgreSQL database: {exc}", store=name) from exc
         self._pool = psycopg_pool.ConnectionPool(
@@ -137,10 +142,29 @@ class PostgresStorage(SQLStore):
             yield
         except MnemoError:
             raise
-        except (psycopg_pool.PoolTimeout, errors.LockNotAvailable, errors.QueryCanceled) as exc:
+        except psycopg_pool.PoolTimeout as exc:  # every connection busy, or none can be made
+            if self._reachable():
+                raise Locked(f"store {self.name!r} stayed busy for {self._busy_timeout_s:g}s") from exc
+            raise self._unavailable() from exc
+        except (errors.LockNotAvailable, errors.QueryCanceled) as exc:
             raise Locked(f"store {self.name!r} stayed busy for {self._busy_timeout_s:g}s") from exc
+        except psycopg.OperationalError as exc:  # the connection failed or the server shut it down
+            raise self._unavailable(exc) from exc
         except psycopg.Error as exc:
             raise StorageError(f"store {self.name!r} failed: {exc}", store=self.name) from exc
+
+    def _reachable(self) -> bool:
+        try:
+            psycopg.connect(self._url, connect_timeout=PROBE_TIMEOUT_S).close()
+        except psycopg.Error:
+            return False
+        return True
+
+    def _unavailable(self, cause: Exception | None = None) -> Unavailable:
+        why = f": {str(cause).strip().splitlines()[0]}" if cause is not None and str(cause).strip() else ""
+        wait = Unavailable.RETRY_AFTER_S
+        message = f"store {self.name!r}: its PostgreSQL database cannot be reached{why}; retry in {wait} s"
+        return Unavailable(message, store=self.name, retry_after=wait)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
