@@ -2,7 +2,8 @@
 
 A server started before its database waits for it and then serves; while the database is down
 every call answers a clear, retryable error (spec 004: 503 STORAGE_UNAVAILABLE with Retry-After,
-never "store stayed busy"), and once it is back the same server serves again, without a restart.
+never "store stayed busy") and /readyz says it is not ready while /healthz says it is alive; once
+the database is back the same server serves again, without a restart.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def test_a_server_waits_for_its_database_answers_503_while_it_is_down_and_recove
                      MNEMO_RATE_LIMITS="off") as server:  # fmt: skip
             late.join()
             assert "waiting for it" in server.log.read_text()
+            assert httpx2.get(f"{server.base}/readyz").json() == {"status": "ready", "database": "ok", "model": "none"}
             assert store(server, "Ann likes green tea").status_code == 201
 
             started.pop().cleanup()  # the database goes away under the running server
@@ -56,6 +58,9 @@ def test_a_server_waits_for_its_database_answers_503_while_it_is_down_and_recove
             assert down.status_code == 503, down.text
             assert down.json()["error"]["code"] == "STORAGE_UNAVAILABLE"
             assert int(down.headers["retry-after"]) > 0
+            unready = httpx2.get(f"{server.base}/readyz")
+            assert (unready.status_code, unready.json()["database"]) == (503, "unreachable")  # and says no more
+            assert httpx2.get(f"{server.base}/healthz").status_code == 200  # alive all the same
             started.append(postgres(pgdata))  # and comes back
             deadline = time.monotonic() + BACK_WITHIN_S
             while (answer := store(server, "Bob likes coffee")).status_code != 201:

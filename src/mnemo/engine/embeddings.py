@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from mnemo.embed import BULK_TEXTS, Vectors
 from mnemo.engine.base import ServiceBase
-from mnemo.errors import EmbeddingError
+from mnemo.errors import EmbeddingError, MnemoError, Unavailable
 from mnemo.model import Memory, Status
 from mnemo.query import Filters
+
+log = logging.getLogger(__name__)
 
 
 class EmbeddingOperations(ServiceBase):
@@ -74,6 +77,19 @@ class EmbeddingOperations(ServiceBase):
             self._embed(pending)
             done += len(pending)
         return done
+
+    def readiness(self) -> dict[str, str]:
+        """Whether this service can answer now: its store's database ("ok", "unreachable" or "failed",
+        the why logged) and its model ("ready", "loading" until the warm-up or a first use loads it,
+        or "none": words only)."""
+        try:
+            self.storage.read_setting("readiness probe")
+            database = "ok"
+        except MnemoError as down:
+            log.warning("not ready: %s", down.message)
+            database = "unreachable" if isinstance(down, Unavailable) else "failed"
+        model = "none" if self.embedder is None else "ready" if getattr(self.embedder, "loaded", True) else "loading"
+        return {"database": database, "model": model}
 
     def warm_up(self) -> None:
         """Load the model and embed what is pending; run in the background when a server starts."""

@@ -7,8 +7,9 @@ its single-exchange handler) and the REST API. Every request passes the front do
 (``mnemo.serve.guard``: request id, key or token, caller), then the request ledger (rate limits,
 idempotency keys).
 
-``GET /healthz`` answers load balancers without a key (no store details); the dashboard's files
-need none either (the page asks for a key and calls the REST API with it).
+``GET /healthz`` (liveness) and ``GET /readyz`` (readiness: the database answers; the model's
+state) answer load balancers without a key, with no store details; the dashboard's files need none
+either (the page asks for a key and calls the REST API with it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio.to_thread
 import uvicorn
 from mcp import MCPError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -114,9 +116,19 @@ def build_app(
         return {"jsonrpc": "2.0", "id": request_id, "result": shown}
 
     async def healthz(request: Request) -> Response:
+        """Liveness: the process answers (no store details)."""
         return JSONResponse({"status": "ok", "version": __version__, "profile": server.profile.name})
 
-    routes = [Route("/healthz", healthz, methods=["GET"]), *dashboard_routes()]
+    async def readyz(request: Request) -> Response:
+        """Readiness: the store's database answers (503 while it does not), and the model's state."""
+        checks = await anyio.to_thread.run_sync(server.service.readiness)
+        ready = checks["database"] == "ok"
+        return JSONResponse(
+            {"status": "ready" if ready else "unavailable", **checks}, status_code=200 if ready else 503
+        )
+
+    routes = [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
+              *dashboard_routes()]  # fmt: skip
     if oauth is not None:
 
         async def resource_metadata(request: Request) -> Response:
