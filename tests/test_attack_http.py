@@ -63,7 +63,13 @@ def keyed_routes() -> list[tuple[str, str]]:
     return made
 
 
-OPEN_ROUTES = [("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/dashboard"), ("GET", "/dashboard/"), ("GET", "/dashboard/app.js")]
+OPEN_ROUTES = [
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/dashboard"),
+    ("GET", "/dashboard/"),
+    ("GET", "/dashboard/app.js"),
+]
 
 
 def send(server: HttpServer, method: str, path: str, headers: dict[str, str] | None = None,
