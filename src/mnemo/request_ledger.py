@@ -32,7 +32,7 @@ from datetime import timedelta
 from typing import Any
 
 from mnemo.clock import Clock
-from mnemo.errors import CallInProgress, InvalidInput, KeyReused, MnemoError, RateLimited
+from mnemo.errors import CallInProgress, InvalidInput, KeyReused, MnemoError, RateLimited, Unavailable
 from mnemo.model import new_id
 from mnemo.storage import Storage
 
@@ -55,6 +55,8 @@ DEFAULT_LIMIT = 600  # any other tool or request, per minute
 IDEMPOTENCY_TTL = timedelta(hours=24)
 IDEMPOTENCY_LEASE = timedelta(seconds=15)  # a running call's hold on its key, unless its server renews it
 LEASE_RENEWAL_S = 5.0  # how often a server renews the leases of the calls it runs
+END_RETRY_S = 60.0  # how long a call's answer waits to be kept while the store is out of reach
+END_RETRY_PAUSE_S = 1.0
 MAX_KEY_CHARS = 255
 
 
@@ -153,9 +155,23 @@ class RequestLedger:
         return earlier.answer
 
     def end(self, principal: str, key: str, answer: str | None) -> None:
-        with self._lock:
-            self._running.discard((principal, key))
-        self.storage.end_idempotent(principal, key, self.holder, answer)
+        """Keep the call's answer (None: free its key). While the store cannot take it (its database
+        restarting) this keeps trying, and renewing the call's lease, for up to END_RETRY_S: the call
+        has run, so a retry must find its answer rather than run it again."""
+        give_up = time.monotonic() + END_RETRY_S
+        try:
+            while True:
+                try:
+                    self.storage.end_idempotent(principal, key, self.holder, answer)
+                    return
+                except Unavailable as down:
+                    if time.monotonic() > give_up:
+                        raise
+                    log.warning("keeping the answer under idempotency key %r: %s", key, down.message)
+                    time.sleep(END_RETRY_PAUSE_S)
+        finally:
+            with self._lock:
+                self._running.discard((principal, key))
 
     def _hold(self, principal: str, key: str) -> None:
         with self._lock:
