@@ -4,11 +4,12 @@ Its input for a memory is three views of it side by side: the model's vector of 
 it is about and how it is said), which of the examples' words and word pairs it uses (a word seen
 in at least VOCABULARY_MIN_COUNT examples: "remind", "allergic", "wants to", a leading "never"),
 and the cue rules' score of each kind (``mnemo.search.enrich.rule_scores``), scaled by RULE_SCALE. A
-softmax over the kinds, fitted by plain gradient descent to the examples of
-``mnemo.search.category_prototypes`` (full sentences), ``mnemo.search.category_notes`` (sentences and terse
-notes), ``mnemo.search.category_jottings`` (terse notes) and ``mnemo.search.category_sentences`` (full sentences
-over ten more worlds), turns them into a log-probability per kind. So how far the cue rules are
-trusted is learned from examples written apart from the evaluation sets, not set by hand beside them.
+softmax over the kinds, fitted by plain gradient descent to the hand-written examples the package
+ships as data (``data/category_examples/``: ``prototypes.json``, full sentences; ``notes.json``,
+sentences and terse notes; ``jottings.json``, terse notes; ``sentences.json``, full sentences over
+ten more worlds; each file's ``about`` says how it was written), turns them into a log-probability
+per kind. So how far the cue rules are trusted is learned from examples written apart from the
+evaluation sets, not set by hand beside them.
 
 Measured by benchmarks/recall_quality.py (category accuracy; the README has the history): on
 agent-memory's dev set, which it was not fitted to but the cue rules were written beside, 0.870;
@@ -20,7 +21,9 @@ files, and the fit is kept (``cached``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import importlib.resources
 import itertools
 import json
 import logging
@@ -32,15 +35,12 @@ from pathlib import Path
 
 from mnemo.embed import Embedder, Vectors
 from mnemo.lazy import numpy as np
-from mnemo.search.category_jottings import JOTTINGS
-from mnemo.search.category_notes import NOTES
-from mnemo.search.category_prototypes import PROTOTYPES
-from mnemo.search.category_sentences import SENTENCES
 
 log = logging.getLogger(__name__)
 
-# The hand-written examples of each kind it is fitted to (1,159): full sentences, agent notes, jottings, sentences.
-EXAMPLES = (PROTOTYPES, NOTES, JOTTINGS, SENTENCES)
+# The sets of hand-written examples it is fitted to (1,159 in all), in this order: each a file
+# data/category_examples/<set>.json, {"about": [lines], "examples": {kind: [sentence, ...]}}.
+EXAMPLE_SETS = ("prototypes", "notes", "jottings", "sentences")
 VOCABULARY_MIN_COUNT = 2  # a word seen in one example only says more about that example than its kind
 # The rules' weights run to 2-3 (the word features are at most 1), and the rules were written beside
 # agent-memory dev: trusted at 0.5 they placed dev 0.900 and the prose dev set 0.722; at 0.15 0.870
@@ -54,6 +54,18 @@ FEATURES_VERSION = 1  # part of the kept fit's name: a change to the features be
 _TOKEN = re.compile(r"[a-z]+|\d+")
 _FIT_FILE = re.compile(r"category-readout-[0-9a-f]{16}\.npz")  # not another process's partial file
 _MONTH = re.compile(r"^(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*$")
+
+
+ExampleSet = dict[str, tuple[str, ...]]  # kind -> its examples, in the file's order
+
+
+@functools.cache
+def example_sets() -> tuple[ExampleSet, ...]:
+    """The example sets of EXAMPLE_SETS, read once from the package's data files (not to be changed:
+    the kept fit's name is a hash of them)."""
+    folder = importlib.resources.files("mnemo.search") / "data" / "category_examples"
+    documents = [json.loads((folder / f"{name}.json").read_text("utf-8")) for name in EXAMPLE_SETS]
+    return tuple({kind: tuple(texts) for kind, texts in document["examples"].items()} for document in documents)
 
 
 def word_features(text: str) -> set[str]:
@@ -97,7 +109,9 @@ class CategoryReadout:
 
     @staticmethod
     def examples(kinds: Sequence[str]) -> tuple[list[str], np.ndarray]:
-        written = [(text, index) for index, kind in enumerate(kinds) for source in EXAMPLES for text in source[kind]]
+        written = [
+            (text, index) for index, kind in enumerate(kinds) for source in example_sets() for text in source[kind]
+        ]
         return [text for text, _ in written], np.array([index for _, index in written])
 
     @classmethod
@@ -124,7 +138,7 @@ class CategoryReadout:
         """
         folders = list(cache_dirs)
         recipe = json.dumps(
-            [embedder.name, kinds, EXAMPLES, rules_recipe,
+            [embedder.name, kinds, example_sets(), rules_recipe,
              FEATURES_VERSION, VOCABULARY_MIN_COUNT, RULE_SCALE, FIT_STEPS, FIT_STEP_SIZE, FIT_L2],
             sort_keys=True,
         )  # fmt: skip
