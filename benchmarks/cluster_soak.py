@@ -39,8 +39,8 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from http_server import HttpServer, serving
-from mnemo.caller import Role
-from mnemo.keys import KeyRing
+from mnemo.access.caller import Role
+from mnemo.access.keys import KeyRing
 
 OPERATIONS = (("store", 0.4), ("recall", 0.4), ("update", 0.1), ("forget", 0.1))
 TOPICS = ["deploy", "invoice", "allergy", "standup", "release", "database", "vacation", "budget", "oncall", "design"]

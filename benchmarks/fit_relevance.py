@@ -37,7 +37,7 @@ from mnemo.engine.recall import RECALL_POOL
 from mnemo.model import subject_key
 from mnemo.query import Filters
 from mnemo.search.searcher import HYBRID, Calibration, calibration_for
-from mnemo.words import search_terms
+from mnemo.search.words import search_terms
 from recall_quality import AFTER_NEWEST, CATEGORY_MAP, end_of_day, load_haystack, parse_time
 
 THRESHOLD = 0.7

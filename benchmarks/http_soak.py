@@ -25,10 +25,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from http_server import serving
+from mnemo.access.caller import Role
+from mnemo.access.keys import KeyRing
 from mnemo.app import open_service
-from mnemo.caller import Role
 from mnemo.config import Settings
-from mnemo.keys import KeyRing
 
 TOPICS = ["deploy", "invoice", "allergy", "standup", "release", "database", "vacation", "budget", "oncall", "design"]
 

@@ -42,9 +42,9 @@ from mcp.types import LATEST_PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY, TextCo
 from import_speed import sentences
 from mnemo.app import open_service
 from mnemo.config import Settings
+from mnemo.engine.service import MemoryService
 from mnemo.query import Filters
-from mnemo.server import DAILY_BACKUP_S, build_server
-from mnemo.service import MemoryService
+from mnemo.serve.server import DAILY_BACKUP_S, build_server
 from mnemo.transfer.formats import Record
 from mnemo.transfer.load import load
 from server_rss import WORDS, search_call

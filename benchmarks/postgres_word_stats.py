@@ -25,9 +25,9 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 from latency import QUERIES, cold_recall_ms, load, percentiles
+from mnemo.search.words import search_terms
 from mnemo.storage import postgres_text
 from mnemo.storage.postgres_schema import TOKENS, schema_name
-from mnemo.words import search_terms
 from postgres_database import fresh_database, postgres_server
 
 RECOUNT = f"SELECT count(*), avg({TOKENS.format(words='words')}) FROM memories WHERE words IS NOT NULL"

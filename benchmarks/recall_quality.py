@@ -61,13 +61,13 @@ from datetime import time as day_time
 from pathlib import Path
 from typing import Any
 
-from mnemo import ranking
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.engine.service import MemoryService
 from mnemo.errors import Duplicate
 from mnemo.model import Category, Context
-from mnemo.service import MemoryService
+from mnemo.search import ranking
 
 LIMIT = 10
 CUTOFFS = (1, 5, 10)

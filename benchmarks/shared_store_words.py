@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from latency import QUERIES, filled, percentiles
 from mnemo.app import open_service
 from mnemo.config import Settings
+from mnemo.engine.service import MemoryService
 from mnemo.query import Filters
-from mnemo.service import MemoryService
-from mnemo.words import search_terms
+from mnemo.search.words import search_terms
 
 MORE_QUERIES = ["Emma", "Olivia billing", "cello", "Liam spring trip plans", "heavy load bug"]
 TOP = 10

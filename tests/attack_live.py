@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from mcp import Client
 from mcp.types import CallToolResult, Tool
 
-from mnemo.server import ProfileServer
+from mnemo.serve.server import ProfileServer
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from mcp.types import INVALID_PARAMS
 
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
-from mnemo.server import ProfileServer, build_server
+from mnemo.serve.server import ProfileServer, build_server
 from mnemo.storage.sqlite import DB_FILENAME
 
 # What each profile calls a caller's mistake (spec 002 fails the request itself with INVALID_PARAMS).

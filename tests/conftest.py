@@ -16,8 +16,8 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.embed.model_files import default_model_dir
-from mnemo.server import ProfileServer, build_server
-from mnemo.service import MemoryService
+from mnemo.engine.service import MemoryService
+from mnemo.serve.server import ProfileServer, build_server
 from postgres_server import postgres_server, postgres_url  # noqa: F401  (fixtures)
 
 START = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)

@@ -16,8 +16,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mnemo.caller import Role
-from mnemo.keys import KeyRing
+from mnemo.access.caller import Role
+from mnemo.access.keys import KeyRing
 
 START_TIMEOUT_S = 60
 

@@ -7,8 +7,8 @@ from typing import Any
 from mcp import Client
 
 from mcp_calls import answer as call
+from mnemo.engine.service import MemoryService
 from mnemo.model import Memory
-from mnemo.service import MemoryService
 
 FIVE_TOOLS = {"store_memory", "query_memories", "update_memory", "delete_memory", "get_memory_stats"}
 ERROR_CODES = {

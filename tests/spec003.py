@@ -9,7 +9,7 @@ from mcp import Client
 
 from mnemo.model import Memory
 from mnemo.query import Filters, Sort
-from mnemo.server import ProfileServer
+from mnemo.serve.server import ProfileServer
 
 NINE_TOOLS = {
     "add_memory",

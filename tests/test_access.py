@@ -1,4 +1,4 @@
-"""The access rules between users, in the engine (``mnemo.access``), on a real store.
+"""The access rules between users, in the engine (``mnemo.access.rules``), on a real store.
 
 Each block runs as one authenticated caller (``acting_as``), as the HTTP transport does per call.
 """
@@ -10,16 +10,16 @@ from datetime import timedelta
 import pytest
 from mcp import Client, MCPError
 
-from mnemo import registry
-from mnemo.caller import Caller, Role, acting_as
+from mnemo.access.caller import Caller, Role, acting_as
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.engine import registry
+from mnemo.engine.service import MemoryService
+from mnemo.engine.shared_space import SharedSpace
 from mnemo.errors import Forbidden, NotFound
 from mnemo.lifecycle.archive import Archiver, Criteria
 from mnemo.model import Context, to_iso
-from mnemo.server import build_server
-from mnemo.service import MemoryService
-from mnemo.shared_space import SharedSpace
+from mnemo.serve.server import build_server
 
 ALICE, BOB = Caller("alice"), Caller("bob")
 ROOT, CAROL = Caller("root", Role.ADMIN), Caller("carol", Role.READER)

@@ -19,7 +19,7 @@ from mnemo.embed.local import LocalEmbedder
 from mnemo.errors import NotFound
 from mnemo.model import Status
 from mnemo.profiles import get_profile
-from mnemo.server import ProfileServer, build_server
+from mnemo.serve.server import ProfileServer, build_server
 from mnemo.storage.sqlite import DB_FILENAME
 from spec000 import FIVE_TOOLS, STORE_EXAMPLE, call, error_code, ok, store
 

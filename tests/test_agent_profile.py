@@ -17,7 +17,7 @@ from mnemo.app import open_service
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.profiles import get_profile
-from mnemo.server import ProfileServer, build_server
+from mnemo.serve.server import ProfileServer, build_server
 from mnemo.storage.sqlite import DB_FILENAME
 from spec000 import (
     FIVE_TOOLS,

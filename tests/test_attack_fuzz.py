@@ -24,7 +24,7 @@ from attack_schema import Pool, Schema, unknown_keys
 from conftest import START
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
-from mnemo.server import build_server
+from mnemo.serve.server import build_server
 
 # A few records per profile, so updates and deletes find something to change.
 SEEDS: dict[str, list[tuple[str, dict[str, Any]]]] = {

@@ -30,8 +30,8 @@ import pytest
 from attack_checks import FIGURES
 from attack_live import size
 from http_server import HttpServer, server_env, serving
-from mnemo.caller import Role
-from mnemo.keys import KeyRing
+from mnemo.access.caller import Role
+from mnemo.access.keys import KeyRing
 from mnemo.serve.front_door import MAX_BODY_BYTES
 from mnemo.serve.rest import ENDPOINTS, PREFIX
 

@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
+from mnemo.access.caller import Caller, acting_as
 from mnemo.app import open_service
-from mnemo.caller import Caller, acting_as
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.engine import bulk
 from mnemo.engine.memories import NewMemory
 from mnemo.engine.results import StoreResult
+from mnemo.engine.service import MemoryService
 from mnemo.errors import Conflict, MnemoError
 from mnemo.model import Context, Memory
-from mnemo.service import MemoryService
 
 HELD = "The boiler was serviced in March"
 CALLS: list[dict[str, Any]] = [

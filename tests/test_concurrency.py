@@ -26,10 +26,10 @@ from attack_checks import FIGURES
 from attack_live import WRITES
 from mnemo.app import open_service
 from mnemo.config import Settings
+from mnemo.engine.service import MemoryService
 from mnemo.model import Context, Status
 from mnemo.query import Filters, Sort
-from mnemo.server import build_server
-from mnemo.service import MemoryService
+from mnemo.serve.server import build_server
 from mnemo.storage.postgres_schema import MIGRATIONS as POSTGRES_MIGRATIONS
 from mnemo.storage.sqlite_schema import MIGRATIONS
 

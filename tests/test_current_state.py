@@ -19,9 +19,9 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.model import Context, subject_key
 from mnemo.query import RankFields
-from mnemo.ranking import Weights
+from mnemo.search.ranking import Weights
 from mnemo.search.superseded import same_subject
-from mnemo.server import build_server
+from mnemo.serve.server import build_server
 
 OLDER = "Liam lives in Boston."
 NEWER = "Liam moved to Denver in March for a new job."

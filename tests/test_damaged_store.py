@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 from mnemo.app import open_service
 from mnemo.cli import cli
 from mnemo.config import Settings
-from mnemo.server import build_server
+from mnemo.serve.server import build_server
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
 from mnemo.storage.sqlite_schema import MIGRATIONS
@@ -171,7 +171,7 @@ async def test_serve_on_a_store_from_a_newer_mnemo_starts_and_answers_each_call_
 
 
 def test_servers_started_together_make_one_daily_backup(settings: Settings):
-    from mnemo.server import DAILY_BACKUP_S
+    from mnemo.serve.server import DAILY_BACKUP_S
 
     service = open_service(settings)
     for n in range(300):

@@ -30,8 +30,8 @@ from mnemo.embed.model_files import (
     MANIFEST_FILE,
     TOKENIZER_FILE,
     default_model_dir,
-    setup,
 )
+from mnemo.embed.model_setup import setup
 from mnemo.embed.onnx_graph import quantise_blocks_8bit, read_safetensors
 from mnemo.errors import EmbeddingError
 

@@ -32,8 +32,8 @@ from mnemo.embed.model_files import (
     Wheel,
     default_model_dir,
     model_spec,
-    setup,
 )
+from mnemo.embed.model_setup import setup
 from mnemo.embed.onnx_graph import BertConfig, build_model, read_safetensors, relative_position_buckets
 from mnemo.errors import EmbeddingError
 

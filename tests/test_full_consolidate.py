@@ -23,7 +23,7 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.profiles import get_profile
-from mnemo.server import ProfileServer
+from mnemo.serve.server import ProfileServer
 from spec004 import error_of, store
 from test_full_lifecycle import dump, listed
 

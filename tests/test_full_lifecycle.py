@@ -24,7 +24,7 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.profiles import get_profile
-from mnemo.server import ProfileServer
+from mnemo.serve.server import ProfileServer
 from spec004 import error_of, store
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL

@@ -25,10 +25,10 @@ from http_server import HttpServer, server_env, serving
 from local_api import Behaviour
 from local_api import serving as api_serving
 from mcp_calls import answer
+from mnemo.access.caller import Role
+from mnemo.access.keys import KeyRing
 from mnemo.app import open_service
-from mnemo.caller import Role
 from mnemo.config import Settings
-from mnemo.keys import KeyRing
 
 MODES = ["legacy", "auto"]
 

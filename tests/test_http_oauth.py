@@ -21,8 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from http_server import HttpServer, free_port, serving
 from mcp_calls import answer
-from mnemo.caller import Role
-from mnemo.keys import KeyRing
+from mnemo.access.caller import Role
+from mnemo.access.keys import KeyRing
 
 AUDIENCE = "mnemo-test"
 

@@ -18,8 +18,8 @@ from bounds_calls import (  # noqa: F401  # profile_server is the ``server`` fix
     store_call,
 )
 from mnemo.bounds import MAX_FILTER_VALUES, MAX_METADATA_CHARS, MAX_OFFSET, MAX_TAG_CHARS
+from mnemo.engine.shared_space import SharedSpace
 from mnemo.errors import InvalidInput
-from mnemo.shared_space import SharedSpace
 
 PROFILES = ["full", "agent", "memento", "shared", "stores"]
 NOT_REPRESENTABLE = "9999-12-31T23:59:59-14:00"  # in UTC, past the year 9999

@@ -15,11 +15,11 @@ from click.testing import CliRunner
 from mcp import Client, MCPError
 
 from mcp_calls import structured
-from mnemo.caller import Caller, Role, acting_as
+from mnemo.access.caller import Caller, Role, acting_as
 from mnemo.cli import cli
 from mnemo.clock import ManualClock
 from mnemo.lifecycle import jobs
-from mnemo.server import ProfileServer
+from mnemo.serve.server import ProfileServer
 from mnemo.storage import Job
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL

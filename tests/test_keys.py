@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mnemo.caller import Caller, Role
+from mnemo.access.caller import Caller, Role
+from mnemo.access.keys import KeyRing
 from mnemo.cli import cli
 from mnemo.errors import InvalidInput, NotFound
-from mnemo.keys import KeyRing
 
 
 def test_a_key_is_shown_once_and_only_its_hash_is_kept(tmp_path: Path):

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 
 from mnemo.clock import ManualClock
+from mnemo.engine.service import MemoryService
 from mnemo.lifecycle.maintenance import Maintained, maintain
 from mnemo.model import Status
-from mnemo.service import MemoryService
 
 
 def test_memories_expired_past_the_grace_are_forgotten_and_forgotten_ones_past_recovery_purged(

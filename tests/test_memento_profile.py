@@ -27,7 +27,7 @@ from mnemo.embed.fake import FakeEmbedder
 from mnemo.model import MEMENTO_CATEGORIES, to_iso
 from mnemo.profiles import get_profile
 from mnemo.profiles.memento import MementoCategory, error_code
-from mnemo.server import ProfileServer, build_server
+from mnemo.serve.server import ProfileServer, build_server
 from spec001 import SPEC_CODES, error
 
 pytestmark = pytest.mark.every_backend  # every profile on SQLite and PostgreSQL

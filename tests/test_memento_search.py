@@ -15,7 +15,7 @@ from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.profiles import get_profile
-from mnemo.server import ProfileServer, build_server
+from mnemo.serve.server import ProfileServer, build_server
 from spec001 import error
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL

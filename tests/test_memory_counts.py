@@ -17,9 +17,9 @@ import pytest
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.engine.service import MemoryService
 from mnemo.model import Status, importance_band
 from mnemo.query import Filters, Sort, SortField
-from mnemo.service import MemoryService
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import SQLiteStorage
 from mnemo.storage.sqlite_schema import MIGRATIONS, m017_change_numbers

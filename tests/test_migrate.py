@@ -12,10 +12,10 @@ from mnemo.cli import cli
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
+from mnemo.engine.service import MemoryService
+from mnemo.engine.shared_space import SharedSpace
 from mnemo.model import Context, Memory
 from mnemo.query import Filters, Sort
-from mnemo.service import MemoryService
-from mnemo.shared_space import SharedSpace
 from mnemo.storage import Storage
 from mnemo.storage.sqlite import SQLiteStorage
 

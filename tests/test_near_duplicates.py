@@ -17,7 +17,7 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.search.twins import NEAR_DUPLICATE
-from mnemo.server import ProfileServer, build_server
+from mnemo.serve.server import ProfileServer, build_server
 from one_slot_apart import DISTINCT, REWRITES
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from http_server import serving
-from mnemo.caller import Role
-from mnemo.keys import KeyRing
+from mnemo.access.caller import Role
+from mnemo.access.keys import KeyRing
 
 # The server scenarios that apply to a server without the suite's fixture tools, resources and
 # prompts (tools-call-*, resources-*, prompts-*, completion, elicitation and sse-polling call

@@ -17,9 +17,9 @@ from psycopg import sql
 from mnemo.app import open_service
 from mnemo.config import Settings
 from mnemo.engine.results import TagEdit
+from mnemo.engine.service import MemoryService
 from mnemo.model import Context
 from mnemo.query import Filters
-from mnemo.service import MemoryService
 from mnemo.storage import postgres_text
 from mnemo.storage.postgres_schema import TOKENS, schema_name
 from postgres_server import store_connection, undo_m005, undo_m006, undo_m007, undo_m008

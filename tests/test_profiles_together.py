@@ -16,7 +16,7 @@ from mcp import Client
 import spec004
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
-from mnemo.server import build_server
+from mnemo.serve.server import build_server
 
 TOOLS = {
     "full": spec004.SERVED_TOOLS,

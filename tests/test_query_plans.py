@@ -17,9 +17,9 @@ from typing import TypeVar
 import pytest
 
 from mnemo.clock import ManualClock
+from mnemo.engine.service import MemoryService
 from mnemo.model import AccessLevel, Context, Status
 from mnemo.query import Filters, Sort, SortField
-from mnemo.service import MemoryService
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 
 T = TypeVar("T")

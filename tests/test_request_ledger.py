@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from mnemo.access.request_ledger import LEASE_RENEWAL_S, RateLimits, RequestLedger, retry_after
 from mnemo.clock import ManualClock
+from mnemo.engine.service import MemoryService
 from mnemo.errors import CallInProgress
-from mnemo.request_ledger import LEASE_RENEWAL_S, RateLimits, RequestLedger, retry_after
-from mnemo.service import MemoryService
 
 STORE = ("store_memory", {"content": "Invoice 91 was paid on Monday"})
 

@@ -16,12 +16,12 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed import Vectors
 from mnemo.embed.fake import FakeEmbedder
+from mnemo.engine.service import MemoryService
 from mnemo.errors import Duplicate, EmbeddingError
 from mnemo.model import Context
 from mnemo.query import Filters
 from mnemo.search.searcher import HYBRID, REPLY_SHARE, REPLY_WITHIN
-from mnemo.service import MemoryService
-from mnemo.words import search_terms
+from mnemo.search.words import search_terms
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
 

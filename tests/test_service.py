@@ -6,13 +6,13 @@ from datetime import timedelta
 
 import pytest
 
-from mnemo import ranking
 from mnemo.clock import ManualClock
 from mnemo.engine.results import TagEdit
+from mnemo.engine.service import MemoryService
 from mnemo.errors import Conflict, Duplicate, InvalidInput, NotFound, QuotaExceeded
 from mnemo.model import Context, Status
 from mnemo.query import Sort, SortField
-from mnemo.service import MemoryService
+from mnemo.search import ranking
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
 

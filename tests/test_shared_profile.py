@@ -14,12 +14,12 @@ from collections.abc import Iterator
 import pytest
 from mcp import Client
 
-from mnemo.caller import Caller, Role, acting_as
+from mnemo.access.caller import Caller, Role, acting_as
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.engine.space_files import KEEP_BACKUPS
 from mnemo.model import BAND_IMPORTANCE, ImportanceBand, Status
-from mnemo.server import ProfileServer, build_server
-from mnemo.space_files import KEEP_BACKUPS
+from mnemo.serve.server import ProfileServer, build_server
 from spec003 import EXAMPLE, NINE_TOOLS, add, body, error, everything, text, words
 
 pytestmark = pytest.mark.every_backend  # every profile on SQLite and PostgreSQL

@@ -23,14 +23,14 @@ from mnemo.cli import cli
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
+from mnemo.engine.service import MemoryService
+from mnemo.engine.shared_space import SharedSpace
+from mnemo.engine.space_files import KEEP_BACKUPS
 from mnemo.errors import InvalidInput
 from mnemo.model import Status, new_id
 from mnemo.profiles import get_profile
 from mnemo.profiles.shared import CHARACTER_LIMIT
-from mnemo.server import ProfileServer, build_server
-from mnemo.service import MemoryService
-from mnemo.shared_space import SharedSpace
-from mnemo.space_files import KEEP_BACKUPS
+from mnemo.serve.server import ProfileServer, build_server
 from mnemo.storage.sqlite import SQLiteStorage
 from mnemo.storage.sqlite_schema import MIGRATIONS
 from spec003 import add, body, error, everything, text, words

@@ -13,7 +13,7 @@ BUILD_AND_LIST = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     from mnemo.config import Settings
-    from mnemo.server import build_server
+    from mnemo.serve.server import build_server
 
     server = build_server(Settings(home=Path(sys.argv[1]), model_dir=Path(sys.argv[2])))
     tools = asyncio.run(server.list_tools())

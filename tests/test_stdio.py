@@ -15,7 +15,7 @@ from mcp.types import CallToolResult
 
 import spec004
 from mnemo.config import Settings
-from mnemo.server import WarmUpAfterHandshake
+from mnemo.serve.server import WarmUpAfterHandshake
 
 TOOLS = spec004.SERVED_TOOLS
 

@@ -27,16 +27,16 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.engine.results import TagEdit
+from mnemo.engine.service import MemoryService
 from mnemo.errors import CorruptedData, Duplicate, Locked, MnemoError, NotFound, StorageError
 from mnemo.model import Context, Status
 from mnemo.query import Filters
-from mnemo.service import MemoryService
+from mnemo.search.words import search_terms
 from mnemo.storage import IdempotentCall, Storage, postgres_vectors, sql
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
 from mnemo.storage.sqlite_schema import MIGRATIONS, m017_change_numbers
-from mnemo.words import search_terms
 from postgres_server import store_connection, undo_m005, undo_m006, undo_m011
 
 MIGRATION_NAMES = [m.__name__ for m in MIGRATIONS]

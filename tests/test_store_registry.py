@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from mnemo import registry
 from mnemo.app import open_service
 from mnemo.cli import cli
 from mnemo.config import Settings
+from mnemo.engine import registry
 from mnemo.errors import Conflict, InvalidInput, NotFound, StorageError
 
 

@@ -20,14 +20,14 @@ from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
 from conftest import START, serve_env, sqlite_only
 from mcp_calls import structured as call
-from mnemo import registry
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.engine import registry
+from mnemo.engine.path_rules import MAX_PATH_CHARS, MAX_PATH_DEPTH
+from mnemo.engine.service import MemoryService
 from mnemo.errors import Conflict
 from mnemo.model import MAX_CONTENT_CHARS, MAX_TAGS, Status, to_iso
-from mnemo.paths import MAX_PATH_CHARS, MAX_PATH_DEPTH
-from mnemo.server import ProfileServer, build_server
-from mnemo.service import MemoryService
+from mnemo.serve.server import ProfileServer, build_server
 
 pytestmark = pytest.mark.every_backend  # every profile on SQLite and PostgreSQL
 

@@ -28,12 +28,12 @@ from mnemo.config import Settings
 from mnemo.embed import Vectors
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.engine.results import TagEdit
+from mnemo.engine.service import MemoryService
 from mnemo.errors import Conflict, InvalidInput, Locked
 from mnemo.lifecycle import jobs
 from mnemo.lifecycle.sync import STORE_ID, Syncer
 from mnemo.model import Status, to_iso
-from mnemo.server import ProfileServer, build_server
-from mnemo.service import MemoryService
+from mnemo.serve.server import ProfileServer, build_server
 from mnemo.storage import BULK_WRITE, Job
 from mnemo.storage.sqlite_files import DB_FILENAME
 from postgres_server import store_connection, undo_m012
@@ -306,7 +306,7 @@ async def test_manual_conflicts_are_409_and_a_running_sync_423_through_mcp(setti
 
 
 def test_a_folder_given_by_path_is_a_location_for_a_local_caller_only(settings: Settings, tmp_path: Path):
-    from mnemo.caller import Caller, acting_as
+    from mnemo.access.caller import Caller, acting_as
     from mnemo.errors import Forbidden, NotFound
     from mnemo.lifecycle.sync import run_sync
 
@@ -333,7 +333,7 @@ def test_a_folder_given_by_path_is_a_location_for_a_local_caller_only(settings: 
 
 
 async def test_naming_another_users_memories_in_a_sync_is_403_through_mcp(settings: Settings, clock: ManualClock):
-    from mnemo.caller import Caller, Role, acting_as
+    from mnemo.access.caller import Caller, Role, acting_as
 
     async with full_with_cloud(settings, clock) as (client, _, _):
         with acting_as(Caller("bob")):  # as the HTTP transport sets it for bob's key

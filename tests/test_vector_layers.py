@@ -19,12 +19,12 @@ from mnemo.app import open_service, restore_store
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
+from mnemo.engine.service import MemoryService
 from mnemo.model import Context
 from mnemo.query import Filters
 from mnemo.search import vector_graph, vector_layers
 from mnemo.search.vector_index import sign_bits
 from mnemo.search.vector_layers import LayeredIndex
-from mnemo.service import MemoryService
 
 THRESHOLD = 60
 TOPICS = ["cello", "sourdough", "kayak", "ramen", "chess", "pottery", "sailing", "tango", "orchids", "kites"]

@@ -13,15 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from mnemo import registry
 from mnemo.clock import Clock
 from mnemo.config import Settings
 from mnemo.embed import Embedder
+from mnemo.engine import registry
+from mnemo.engine.service import MemoryService
+from mnemo.engine.space_limits import SharedLimits
 from mnemo.errors import InvalidInput, NotFound
 from mnemo.lifecycle.settings import LifecycleSettings, SynthesisEndpoint
 from mnemo.search.enrich import CategoryDetector
-from mnemo.service import MemoryService
-from mnemo.space_limits import SharedLimits
 from mnemo.storage import Storage, sqlite_files
 from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite import SQLiteStorage

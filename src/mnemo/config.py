@@ -14,7 +14,7 @@ import platformdirs
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mnemo import registry
+from mnemo.engine import registry
 from mnemo.errors import NotFound
 
 PROFILE_NAMES = ("full", "agent", "memento", "stores", "shared")  # one per spec, in mnemo.profiles
@@ -131,7 +131,7 @@ class Settings(BaseSettings):
 
     @property
     def registry_file(self) -> Path:
-        """The store registry (spec 002): store names mapped to folders; see ``mnemo.registry``.
+        """The store registry (spec 002): store names mapped to folders; see ``mnemo.engine.registry``.
 
         The default home also reads the registry an older mnemo kept in the platform's config folder
         (shared by every home) while it has none of its own: no other home inherits its stores."""

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from mnemo.words import STOPWORDS, words
+from mnemo.search.words import STOPWORDS, words
 
 
 class Status(StrEnum):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
 
-from mnemo import bounds, caller
+from mnemo import bounds
 from mnemo.errors import InvalidInput
 from mnemo.model import Status
 
@@ -73,9 +73,9 @@ class Filters:
     archive_ids: tuple[str, ...] | None = None
     contains: TextMatch | None = None
     include_expired: bool = False
-    # Only memories this user owns, or shared/public ones (None: all). It defaults to what the
-    # authenticated caller of the running call may read (``mnemo.caller``): no query forgets it.
-    visible_to: str | None = field(default_factory=caller.viewer)
+    # Only memories this user owns, or shared/public ones (None: all). The engine passes who is
+    # asking: what the authenticated caller of the running call may read (``mnemo.access.caller.viewer``).
+    visible_to: str | None = None
 
     def __post_init__(self) -> None:
         # Every query reaches storage through here: a caller's values are bounded before SQL sees them.

@@ -40,11 +40,11 @@ from mnemo.cli.stores import stores_group
 from mnemo.cli.transfer import export_command, import_command, migrate_command
 from mnemo.config import PROFILE_NAMES, Settings
 from mnemo.engine.lists import STATUS_NAMES
+from mnemo.engine.shared_space import SharedSpace
 from mnemo.model import DEFAULT_RETENTION_DAYS, Category, Context, ForgetReason, to_iso
 from mnemo.query import Sort, SortField
 from mnemo.search.enrich import CategoryDetector
 from mnemo.serve.options import DEFAULT_PORT, HttpOptions
-from mnemo.shared_space import SharedSpace
 
 CATEGORY = click.Choice([c.value for c in Category])
 SCOPES = ("global", "user", "conversation", "category")
@@ -95,12 +95,12 @@ def serve(
     request needs one. Listening beyond loopback without a key is refused.
     """
     if over_http:
-        from mnemo.server import serve_http
+        from mnemo.serve.server import serve_http
 
         options = HttpOptions(host, port, stateless, allowed_hosts)
         serve_http(Settings(), options, profile, _store_name(store))
         return
-    from mnemo.server import serve as run
+    from mnemo.serve.server import serve as run
 
     run(Settings(), profile, _store_name(store))
 
@@ -398,7 +398,7 @@ def setup(model_name: str | None, model_dir: str | None, wheels: tuple[str, ...]
     """
     from mnemo.embed.local import LocalEmbedder  # loaded only by this command
     from mnemo.embed.model_files import default_model_dir, model_spec
-    from mnemo.embed.model_files import setup as install
+    from mnemo.embed.model_setup import setup as install
 
     spec = model_spec(model_name or Settings().model)
     folder = Path(model_dir) if model_dir else default_model_dir(spec.name)

@@ -15,10 +15,10 @@ from pydantic import ValidationError
 from mnemo.app import open_service
 from mnemo.config import Settings
 from mnemo.engine.lists import STATUS_NAMES
+from mnemo.engine.service import MemoryService
 from mnemo.errors import MnemoError
 from mnemo.model import Memory, to_iso
 from mnemo.query import SortField
-from mnemo.service import MemoryService
 
 if TYPE_CHECKING:  # rich loads when a command prints, not before `mnemo serve` answers its client
     from rich.console import Console

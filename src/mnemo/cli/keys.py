@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from mnemo.caller import Role
+from mnemo.access.caller import Role
+from mnemo.access.keys import KeyRing
 from mnemo.cli.common import _console, _dump, _table, json_option
 from mnemo.config import Settings
-from mnemo.keys import KeyRing
 
 
 @click.group(name="keys")

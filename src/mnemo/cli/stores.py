@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from mnemo import registry
 from mnemo.app import restore_store
 from mnemo.cli.common import _console, _dump, _plain, _service, _table, json_option
 from mnemo.config import Settings
+from mnemo.engine import registry
 
 
 @click.group(name="stores")

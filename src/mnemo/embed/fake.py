@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from mnemo.embed import Vectors
 from mnemo.lazy import numpy as np
-from mnemo.words import words
+from mnemo.search.words import words
 
 
 class FakeEmbedder:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from mnemo.embed import Vectors
+from mnemo.embed.http_json import api_url, post_json
 from mnemo.errors import EmbeddingError
-from mnemo.http_json import api_url, post_json
 from mnemo.lazy import numpy as np
 
 DEFAULT_TIMEOUT_S = 30.0

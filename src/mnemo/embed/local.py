@@ -1,6 +1,6 @@
 """The local embedder: all-MiniLM-L6-v2 (or all-mpnet-base-v2) run by onnxruntime on the CPU, with no network.
 
-``mnemo setup`` (``mnemo.embed.model_files``) puts the tokenizer and the ONNX graphs in the model
+``mnemo setup`` (``mnemo.embed.model_setup``) puts the tokenizer and the ONNX graphs in the model
 folder; this module only reads them. Building a ``LocalEmbedder`` is free: the tokenizer and the
 onnxruntime session load on first use, or when ``load()`` is called (say, by a server warming
 it on a background thread), once, under a lock. ``onnxruntime`` and ``tokenizers`` are imported

@@ -7,16 +7,17 @@ from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import cast
 
-from mnemo import access, bounds
+from mnemo import bounds
+from mnemo.access import rules as access
 from mnemo.clock import Clock, SystemClock
 from mnemo.embed import Embedder
+from mnemo.engine.space_limits import SharedLimits
 from mnemo.errors import CorruptedData, NotFound, StorageError
 from mnemo.lifecycle.settings import LifecycleSettings
 from mnemo.model import Change, Memory, new_id
 from mnemo.search import enrich
 from mnemo.search.searcher import Searcher
 from mnemo.search.vector_layers import GRAPH_FROM
-from mnemo.space_limits import SharedLimits
 from mnemo.storage import Storage
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from mnemo.access.caller import viewer
 from mnemo.embed import BULK_TEXTS, Vectors
 from mnemo.engine.memories import MemoryOperations, NewMemory
 from mnemo.engine.results import StoreResult
@@ -99,7 +100,7 @@ class BulkOperations(MemoryOperations):
         if not run.entries:
             return
         news = [new for _, new in run.entries]
-        twins = self.searcher.near_duplicates([_new_text(new) for new in news], self.clock.now())
+        twins = self.searcher.near_duplicates([_new_text(new) for new in news], self.clock.now(), visible_to=viewer())
         fresh = [i for i, twin in enumerate(twins) if twin is None]
         try:
             written = self.storage.insert_new([(news[i].memory, news[i].change) for i in fresh])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from mnemo.access.caller import viewer
 from mnemo.embed import BULK_TEXTS, Vectors
 from mnemo.engine.base import ServiceBase
 from mnemo.errors import EmbeddingError, MnemoError, Unavailable
@@ -65,7 +66,7 @@ class EmbeddingOperations(ServiceBase):
         """Forget these memories' vectors, in the store and in this process's index (their content
         went to an archive tier, or was replaced by a sync)."""
         keys = self.storage.keys_matching(Filters(now=self.clock.now(), statuses=None, ids=tuple(memory_ids),
-                                                  include_expired=True))  # fmt: skip
+                                                  include_expired=True, visible_to=viewer()))  # fmt: skip
         self.storage.drop_vectors(memory_ids)
         if self.searcher.index is not None:
             self.searcher.index.discard(keys)
@@ -105,7 +106,7 @@ class EmbeddingOperations(ServiceBase):
             raise EmbeddingError("no embedding model is configured")
         self.storage.reset_vectors(self.embedder.name)
         total = self.storage.count(Filters(now=self.clock.now(), statuses=(Status.ACTIVE, Status.ARCHIVED),
-                                           include_expired=True))  # fmt: skip
+                                           include_expired=True, visible_to=viewer()))  # fmt: skip
         done = 0
         while pending := self.storage.unembedded(batch):
             self._embed(pending)

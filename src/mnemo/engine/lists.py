@@ -9,15 +9,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from mnemo import access, bounds
+from mnemo import bounds
+from mnemo.access import rules as access
+from mnemo.access.caller import viewer
 from mnemo.engine.base import ServiceBase
 from mnemo.engine.checks import check_page, check_type, check_unit
 from mnemo.engine.results import ListPage, MemoryStats
+from mnemo.engine.stats import Overview, StatsReport, overview, report
 from mnemo.errors import InvalidInput
 from mnemo.model import ImportanceBand, Status, subject_key
 from mnemo.query import DateRange, Filters, Position, Sort
-from mnemo.stats import Overview, StatsReport, overview, report
-from mnemo.words import search_terms
+from mnemo.search.words import search_terms
 
 MAX_LIST_PAGE = 1_000  # list pages may be longer than recall's (spec 003 reads up to 1,000 entries)
 # A search (spec 000's query) returns every match, not a top few: it examines more candidates.
@@ -79,6 +81,7 @@ class ListOperations(ServiceBase):
             conversation_id=conversation_id,
             subject_key=subject_key(subject) if subject else None,
             access_levels=tuple(access_levels) if access_levels else None,
+            visible_to=viewer(),
         )
 
     # -- list --------------------------------------------------------------------------

@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from mnemo import access, bounds, paths
+from mnemo import bounds
+from mnemo.access import rules as access
+from mnemo.access.caller import viewer
 from mnemo.embed import Vectors
+from mnemo.engine import path_rules as paths
 from mnemo.engine.checks import check_content, check_type, check_unit, checked_category
 from mnemo.engine.embeddings import EmbeddingOperations
 from mnemo.engine.results import UNSET, ForgetResult, StoreResult, TagEdit, UpdateResult
@@ -152,7 +155,9 @@ class MemoryOperations(EmbeddingOperations):
                     raise Duplicate(f"memory {memory_id} is already stored", existing_id=memory_id)
                 return self.existing(memory_id)
         if self.max_memories is not None:
-            held = self.storage.count(Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=True))
+            held = self.storage.count(
+                Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=True, visible_to=viewer())
+            )
             if held >= self.max_memories:
                 raise QuotaExceeded(
                     f"store {self.storage.name!r} holds its quota of {self.max_memories} memories",
@@ -221,7 +226,9 @@ class MemoryOperations(EmbeddingOperations):
 
     def _refuse_near_duplicate(self, memory: Memory, vector: Vectors) -> None:
         (twin,) = self.searcher.near_duplicates(
-            [NewText(vector, memory.content, memory.context.user_id, memory.subject_key)], self.clock.now()
+            [NewText(vector, memory.content, memory.context.user_id, memory.subject_key)],
+            self.clock.now(),
+            visible_to=viewer(),
         )
         if twin is not None and twin.memory_id is not None:
             raise Duplicate(

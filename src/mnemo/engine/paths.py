@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from mnemo import access, paths
+from mnemo.access import rules as access
+from mnemo.access.caller import viewer
+from mnemo.engine import path_rules as paths
 from mnemo.engine.memories import MemoryOperations
 from mnemo.engine.results import UNSET, ForgetResult, TagEdit, UpdateResult
 from mnemo.errors import Conflict, InvalidInput, NotFound
@@ -80,7 +82,7 @@ class PathOperations(MemoryOperations):
         """One category level (the root when ``None``): its memories and its sub-categories."""
         category = paths.check_category(category)
         now = self.clock.now()
-        filters = Filters(now=now, statuses=AT_PATH_STATUSES, include_expired=include_expired)
+        filters = Filters(now=now, statuses=AT_PATH_STATUSES, include_expired=include_expired, visible_to=viewer())
         memories, below = self.storage.path_level(paths.prefix(category), filters)
         return paths.Level(category, memories, {paths.prefix(category) + name: n for name, n in below.items()}, now)
 

@@ -7,15 +7,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from mnemo import access, bounds, ranking
+from mnemo import bounds
+from mnemo.access import rules as access
+from mnemo.access.caller import viewer
 from mnemo.engine.base import ServiceBase
 from mnemo.engine.checks import check_page, check_unit
 from mnemo.engine.results import RecallHit, RecallResult
 from mnemo.errors import InvalidInput
 from mnemo.model import Status, subject_key
 from mnemo.query import DateRange, Filters, RankFields
-from mnemo.search.searcher import Candidate
-from mnemo.words import search_terms
+from mnemo.search import ranking
+from mnemo.search.candidate import Candidate
+from mnemo.search.words import search_terms
 
 # Candidates taken from words and from meaning each, per recall. Relevance does not depend on the
 # other candidates, so a smaller pool only loses memories outside both top lists: 50 instead of
@@ -91,6 +94,7 @@ class RecallOperations(ServiceBase):
             conversation_id=conversation_id,
             subject_key=subject_key(subject) if subject else None,
             access_levels=tuple(access_levels) if access_levels else None,
+            visible_to=viewer(),
         )
         pool = max(RECALL_POOL, 3 * (offset + limit))
         found = self.searcher.find(query, search_terms(query), filters, pool, followers=True)

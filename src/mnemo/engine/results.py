@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from mnemo import ranking
 from mnemo.model import Memory, normalise_tags
+from mnemo.search import ranking
 
 
 class _Unset:

@@ -26,14 +26,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from mnemo import access, bounds
-from mnemo.caller import viewer
+from mnemo import bounds
+from mnemo.access import rules as access
+from mnemo.access.caller import viewer
+from mnemo.engine.service import MemoryService
 from mnemo.errors import AlreadyActive, AlreadyArchived, ArchiveQuotaExceeded, InvalidInput, NotFound, Unprocessable
 from mnemo.lifecycle import archive_files, jobs
 from mnemo.lifecycle.settings import LifecycleSettings
 from mnemo.model import Change, Memory, Status, canonical_category, new_id
 from mnemo.query import Filters, Sort
-from mnemo.service import MemoryService
 
 TIERS = ("cold", "glacier", "deep_archive")
 RESTORE_MODES = ("full", "metadata_only", "expedited")
@@ -64,6 +65,7 @@ class Criteria:
             categories=self.categories,
             created_to=None if self.before_date is None else self.before_date - timedelta(microseconds=1),
             user_id=viewer(),  # criteria pick the caller's own memories: others' shared ones are not theirs to archive
+            visible_to=viewer(),
         )
 
 
@@ -300,7 +302,7 @@ class Archiver:
         if archive_id is not None:
             bounds.text("archive_id", archive_id, bounds.MAX_ID_CHARS)
             filters = Filters(now=self.service.clock.now(), statuses=None, archive_ids=(archive_id,),
-                              include_expired=True)  # fmt: skip
+                              include_expired=True, visible_to=viewer())  # fmt: skip
             found = [m for m, _ in storage.select(filters, Sort(), limit=1)]
             if not found:
                 raise NotFound(f"no archive with id {archive_id}", archive_id=archive_id)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from mnemo import bounds
+from mnemo.engine.service import MemoryService
 from mnemo.errors import InvalidInput, NotFound, OperationFailed, TooDissimilar, Unprocessable
 from mnemo.lazy import numpy as np
 from mnemo.lifecycle.archive import Archiver
@@ -33,7 +34,6 @@ from mnemo.lifecycle.synthesis import ChatSynthesizer, Synthesizer
 from mnemo.model import MAX_CONTENT_CHARS, AccessLevel, ForgetReason, Memory, Status, normalise_text
 from mnemo.search import same_fact
 from mnemo.search.twins import NEAR_DUPLICATE
-from mnemo.service import MemoryService
 
 STRATEGIES = ("merge_all", "keep_primary", "ai_synthesis")
 MIN_SOURCES, MAX_SOURCES = 2, 50

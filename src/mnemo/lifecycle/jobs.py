@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mnemo.caller import user_id
+from mnemo.access.caller import user_id
 from mnemo.clock import Clock
 from mnemo.errors import NotFound
 from mnemo.model import new_id, to_iso

@@ -15,9 +15,9 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
+from mnemo.engine.service import MemoryService
 from mnemo.model import ForgetReason, Status
 from mnemo.query import Filters, Position, Sort
-from mnemo.service import MemoryService
 
 log = logging.getLogger(__name__)
 PAGE = 500

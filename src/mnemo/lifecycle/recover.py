@@ -8,9 +8,9 @@ comes back if no other memory has taken it since.
 
 from __future__ import annotations
 
+from mnemo.engine.service import MemoryService
 from mnemo.errors import AlreadyActive, NotFound
 from mnemo.model import Memory, Status
-from mnemo.service import MemoryService
 
 
 def recover(service: MemoryService, memory_id: str, actor: str | None = None) -> Memory:

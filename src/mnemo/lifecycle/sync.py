@@ -31,13 +31,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from mnemo import access, registry
-from mnemo.caller import current, viewer
+from mnemo.access import rules as access
+from mnemo.access.caller import current, viewer
+from mnemo.engine import registry
+from mnemo.engine.service import MemoryService
 from mnemo.errors import Forbidden, InvalidInput, SyncConflicts, SyncInProgress
 from mnemo.lifecycle import jobs
 from mnemo.model import Memory, Status
 from mnemo.query import Filters, Position, Sort, SortField
-from mnemo.service import MemoryService
 from mnemo.storage import BULK_WRITE
 
 log = logging.getLogger(__name__)

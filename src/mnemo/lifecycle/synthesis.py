@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mnemo.embed.http_json import api_url, post_json
 from mnemo.errors import OperationFailed
-from mnemo.http_json import api_url, post_json
 from mnemo.lifecycle.settings import SynthesisEndpoint
 
 Synthesizer = Callable[[Sequence[str], str | None], str]

@@ -22,9 +22,9 @@ from pydantic.json_schema import SkipJsonSchema
 
 from mnemo.bounds import MAX_LIST_ITEMS
 from mnemo.config import PROFILE_NAMES
+from mnemo.engine.named_stores import NamedStores
+from mnemo.engine.service import MemoryService
 from mnemo.errors import MnemoError
-from mnemo.named_stores import NamedStores
-from mnemo.service import MemoryService
 
 T = TypeVar("T")
 

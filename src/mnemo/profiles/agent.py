@@ -25,10 +25,10 @@ from pydantic import BaseModel, Field, StrictBool
 from mnemo import errors
 from mnemo.bounds import MAX_OFFSET
 from mnemo.engine.results import TagEdit
+from mnemo.engine.service import MemoryService
 from mnemo.model import BAND_IMPORTANCE, ImportanceBand, Memory, Status, importance_band, to_iso
 from mnemo.profiles import Listed, Omitted, Profile, counts_access, hints, run
 from mnemo.query import Sort, SortField
-from mnemo.service import MemoryService
 
 UUID4 = "^[a-f0-9]{8}-[a-f0-9]{4}-4[a-f0-9]{3}-[89ab][a-f0-9]{3}-[a-f0-9]{12}$"
 

@@ -14,10 +14,11 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field, StrictBool
 
-from mnemo import errors, ranking
+from mnemo import errors
+from mnemo.access.caller import request_id
 from mnemo.bounds import MAX_OFFSET
-from mnemo.caller import request_id
 from mnemo.engine.results import UNSET
+from mnemo.engine.service import MemoryService
 from mnemo.model import (
     MAX_CONTENT_CHARS,
     MAX_QUERY_CHARS,
@@ -57,7 +58,7 @@ from mnemo.profiles.full_schemas import (
     listed_memory,
 )
 from mnemo.query import DateRange, Sort, SortField
-from mnemo.service import MemoryService
+from mnemo.search import ranking
 
 # -- errors --------------------------------------------------------------------------------
 _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [

@@ -20,6 +20,7 @@ from mcp.types import SamplingMessage, TextContent
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from mnemo.bounds import MAX_ID_CHARS
+from mnemo.engine.service import MemoryService
 from mnemo.errors import OperationFailed
 from mnemo.lifecycle import jobs, synthesis
 from mnemo.lifecycle.archive import MAX_ARCHIVE_IDS, MAX_RESTORE_IDS, Archiver, Criteria
@@ -28,7 +29,6 @@ from mnemo.lifecycle.sync import SyncFilters, run_sync
 from mnemo.model import MAX_REASON_CHARS, canonical_category, to_iso
 from mnemo.profiles import Omitted, hints, run
 from mnemo.profiles.full_schemas import Output
-from mnemo.service import MemoryService
 
 MAX_CRITERIA_CATEGORIES = 20
 

@@ -10,9 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mnemo import ranking
 from mnemo.bounds import MAX_OFFSET
 from mnemo.engine.results import MemoryStats, TagEdit
+from mnemo.engine.stats import METRICS
 from mnemo.model import (
     MAX_CONTENT_CHARS,
     MAX_TAGS,
@@ -22,7 +22,7 @@ from mnemo.model import (
 )
 from mnemo.profiles import Listed, Omitted
 from mnemo.query import DateRange
-from mnemo.stats import METRICS
+from mnemo.search import ranking
 
 API_VERSION = "1.0.0"
 

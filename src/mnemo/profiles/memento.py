@@ -17,7 +17,8 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import AfterValidator, BaseModel, Field, StrictBool
 
-from mnemo import errors, ranking
+from mnemo import errors
+from mnemo.engine.service import MemoryService
 from mnemo.model import (
     MAX_CONTENT_CHARS,
     MAX_QUERY_CHARS,
@@ -30,7 +31,7 @@ from mnemo.model import (
     to_iso,
 )
 from mnemo.profiles import Omitted, Profile, counts_access, hints, run
-from mnemo.service import MemoryService
+from mnemo.search import ranking
 
 # The spec's enum, in its order; the same names as model.MEMENTO_CATEGORIES (a test checks).
 MementoCategory = Literal["preference", "restriction", "fact", "skill", "relationship", "goal", "history", "context"]

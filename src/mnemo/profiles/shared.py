@@ -21,10 +21,8 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field, StrictBool
 
 from mnemo import errors
-from mnemo.model import Memory, to_iso
-from mnemo.profiles import Listed, Profile, hints, run
-from mnemo.service import MemoryService
-from mnemo.shared_space import (
+from mnemo.engine.service import MemoryService
+from mnemo.engine.shared_space import (
     MAX_AGENT_CHARS,
     MAX_LIMIT,
     MAX_QUERY_CHARS,
@@ -37,6 +35,8 @@ from mnemo.shared_space import (
     priority_of,
     word_count,
 )
+from mnemo.model import Memory, to_iso
+from mnemo.profiles import Listed, Profile, hints, run
 
 CHARACTER_LIMIT = 25_000
 NOTICE_ROOM = 300  # characters kept free for the truncation notice

@@ -3,7 +3,7 @@ remove, move, list, prune).
 
 Every call names its store, which the registry (``mnemo stores add NAME PATH``; ``default`` is
 always there) maps to a folder. A memory lives at a path ``category/sub/name`` (rules in
-``mnemo.paths``); categories exist by being part of a path. Memories stored without a path, by
+``mnemo.engine.path_rules``); categories exist by being part of a path. Memories stored without a path, by
 other profiles, are not shown here. Results are JSON objects shaped as the reference server's
 (cortex); errors are MCP protocol errors: the request fails with a JSON-RPC error whose code is
 INVALID_PARAMS (-32602) for what the caller can fix (bad input, no such store or memory, a path
@@ -22,10 +22,10 @@ from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import BaseModel, Field, StrictBool
 
 from mnemo import errors
+from mnemo.engine.named_stores import NamedStores
+from mnemo.engine.path_rules import MAX_PATH_CHARS
 from mnemo.engine.results import UNSET
 from mnemo.model import MAX_CONTENT_CHARS, MAX_TAGS, Memory, to_iso
-from mnemo.named_stores import NamedStores
-from mnemo.paths import MAX_PATH_CHARS
 from mnemo.profiles import Omitted, Profile, hints, run
 
 CHARS_PER_TOKEN = 4  # the usual rough measure for English text, as the reference server estimates

@@ -33,7 +33,7 @@ from pathlib import Path
 from mnemo.embed import Embedder, Vectors
 from mnemo.model import Category
 from mnemo.search.category_readout import CategoryReadout
-from mnemo.words import STOPWORDS, words
+from mnemo.search.words import STOPWORDS, words
 
 log = logging.getLogger(__name__)
 

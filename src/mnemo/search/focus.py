@@ -14,7 +14,7 @@ import re
 from collections.abc import Collection
 
 from mnemo.model import subject_key
-from mnemo.words import STOPWORDS
+from mnemo.search.words import STOPWORDS
 
 MAX_NAME_WORDS = 3  # subjects are names: "Emma", "Zoe Park", "Atlas billing service"
 _TOKEN = re.compile(r"[^\W_]+(?:[-\u2010][^\W_]+)*")

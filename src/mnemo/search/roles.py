@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from mnemo.words import STOPWORDS
+from mnemo.search.words import STOPWORDS
 
 _TOKEN = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*|[^\w\s]")
 _POSSESSIVE = re.compile(r"['\u2019]s?$")

@@ -24,13 +24,14 @@ from mnemo.errors import EmbeddingError
 from mnemo.lazy import numpy as np
 from mnemo.query import Filters
 from mnemo.search import superseded, twins
+from mnemo.search.candidate import Candidate
 from mnemo.search.focus import possible_names, without_names
 from mnemo.search.roles import named_by_role, role_words
 from mnemo.search.vector_index import VectorIndex
 from mnemo.search.vector_layers import GRAPH_FROM, LayeredIndex
 from mnemo.search.when import stretch
+from mnemo.search.words import search_terms
 from mnemo.storage import Storage, VectorSearch
-from mnemo.words import search_terms
 
 WINDOW_FACTOR = 3  # nearest neighbours checked against status/expiry filters per wanted result
 
@@ -136,18 +137,6 @@ def calibration_for(embedder_name: str) -> Calibration:
 
 # The same fit over the candidates words find, by their BM25 alone (recall without a model).
 WORDS_ONLY = Calibration(bias=-2.806, cosine_weight=0.0, text_weight=5.596, elsewhere_weight=0.0, when_weight=0.0)
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    memory_id: str
-    key: int
-    text: float  # BM25 relative to the query's best text hit, 0 if the words did not match
-    cosine: float | None  # to the query without the subjects' names; None when recall runs on words alone
-    elsewhere: float  # the share of the subjects the query names that this memory is not about (see Calibration)
-    when: float  # 1 if the memory was made in the stretch of time the query names (see when.py); 0 on words alone
-    relevance: float
-    updates: int | None = None  # the key of an older candidate this one probably updates (see superseded.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,11 +401,13 @@ class Searcher:
         except Exception as exc:  # a model's own failure reaches callers as mnemo's error
             raise EmbeddingError(f"the query could not be embedded: {exc}") from exc
 
-    def near_duplicates(self, batch: Sequence[twins.NewText], now: datetime) -> list[twins.Twin | None]:
+    def near_duplicates(
+        self, batch: Sequence[twins.NewText], now: datetime, *, visible_to: str | None
+    ) -> list[twins.Twin | None]:
         """For each new memory in order, the memory it repeats or None (see mnemo.search.twins)."""
         if self.index is None:
             return [None] * len(batch)
-        return twins.find(self.index, self.storage, batch, now)
+        return twins.find(self.index, self.storage, batch, now, visible_to=visible_to)
 
     def _nearest(self, vector: Vectors, filters: Filters, pool: int) -> tuple[list[tuple[int, float]], dict[int, str]]:
         """The pool nearest memories that pass the filters (the true top-k among the matching), and

@@ -30,7 +30,7 @@ from mnemo.lazy import numpy as np
 from mnemo.query import RankFields
 
 if TYPE_CHECKING:
-    from mnemo.search.searcher import Candidate
+    from mnemo.search.candidate import Candidate
 
 # From this cosine two memories of one user and subject are taken to be about the same thing. On
 # agent-memory's dev set 2% of the pairs of memories sharing a user and a subject are this close,

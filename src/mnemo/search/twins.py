@@ -49,13 +49,16 @@ class Twin:
     earlier: int | None = None
 
 
-def find(index: VectorSearch, storage: Storage, batch: Sequence[NewText], now: datetime) -> list[Twin | None]:
-    """For each new memory in order, its twin, or None if it says something new."""
+def find(
+    index: VectorSearch, storage: Storage, batch: Sequence[NewText], now: datetime, *, visible_to: str | None
+) -> list[Twin | None]:
+    """For each new memory in order, its twin, or None if it says something new; ``visible_to``: whose
+    view the stored memories are compared in (``Filters.visible_to``: who is asking)."""
     if not batch:
         return []
     index.refresh(storage)
     close = index.close_many([new.vector for new in batch], NEAR_DUPLICATE_POOL, NEAR_DUPLICATE)
-    filters = Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=False)
+    filters = Filters(now=now, statuses=(Status.ACTIVE, Status.ARCHIVED), include_expired=False, visible_to=visible_to)
     stored = storage.texts_passing(sorted({key for found in close for key, _ in found}), filters)
     matrix = np.stack([new.vector for new in batch])
     within = matrix @ matrix.T  # cosines (unit vectors) between the batch's own memories

@@ -7,7 +7,7 @@ For every request the guard
   error answers;
 - authenticates it (``Authenticator``): ``Authorization: Bearer <key or token>`` or
   ``X-API-Key: <key>``; no or a bad key is a 401 with ``WWW-Authenticate: Bearer``;
-- runs it as that key's caller (``mnemo.caller.acting_as``), whose access rules the engine applies.
+- runs it as that key's caller (``mnemo.access.caller.acting_as``), whose access rules the engine applies.
   The SDK hands each message's context to its handler, so the caller reaches the tool in both eras.
 """
 
@@ -20,9 +20,9 @@ import uuid
 import anyio.to_thread
 from starlette.responses import JSONResponse, Response
 
-from mnemo.caller import Caller, acting_as
-from mnemo.keys import PREFIX as KEY_PREFIX
-from mnemo.keys import KeyRing
+from mnemo.access.caller import Caller, acting_as
+from mnemo.access.keys import PREFIX as KEY_PREFIX
+from mnemo.access.keys import KeyRing
 from mnemo.serve.asgi import ASGIApp, Message, Receive, Scope, Send
 from mnemo.serve.oauth import JwtVerifier
 

@@ -33,10 +33,10 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from mnemo import __version__
-from mnemo.caller import request_id
+from mnemo.access.caller import request_id
+from mnemo.access.keys import KeyRing
+from mnemo.access.request_ledger import RateLimits, RequestLedger
 from mnemo.errors import CorruptedData, MnemoError
-from mnemo.keys import KeyRing
-from mnemo.request_ledger import RateLimits, RequestLedger
 from mnemo.serve.dashboard import dashboard_routes
 from mnemo.serve.front_door import FrontDoor
 from mnemo.serve.guard import Authenticator, Guard

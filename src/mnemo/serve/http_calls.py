@@ -1,4 +1,4 @@
-"""The ASGI layer that applies the request ledger (``mnemo.request_ledger``) to MCP over HTTP.
+"""The ASGI layer that applies the request ledger (``mnemo.access.request_ledger``) to MCP over HTTP.
 
 It reads a POSTed JSON-RPC message before the SDK does (then hands the same bytes on), so it
 knows which tool is called: it counts the call against the caller's rate limit, puts
@@ -17,9 +17,9 @@ import anyio.to_thread
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.responses import JSONResponse
 
-from mnemo.caller import current
+from mnemo.access.caller import current
+from mnemo.access.request_ledger import OTHER_REQUESTS, RateState, RequestLedger, retry_after
 from mnemo.errors import MnemoError, RateLimited, Unavailable
-from mnemo.request_ledger import OTHER_REQUESTS, RateState, RequestLedger, retry_after
 from mnemo.serve.asgi import Message, Receive, Scope, Send
 
 ANONYMOUS = "-"  # the principal of an open (keyless, loopback) server

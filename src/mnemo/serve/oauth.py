@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import jwt
 
-from mnemo.caller import Caller, Role
+from mnemo.access.caller import Caller, Role
 
 log = logging.getLogger("mnemo.http")
 

@@ -13,7 +13,6 @@ would have the routes restate them as signatures, a second copy to keep in step.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
@@ -21,33 +20,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mnemo.caller import current
+from mnemo.access.caller import current
+from mnemo.access.request_ledger import RequestLedger, retry_after
 from mnemo.errors import InvalidInput, MnemoError, RateLimited
 from mnemo.model import to_iso
 from mnemo.profiles.full_schemas import listed_memory
-from mnemo.request_ledger import RequestLedger, retry_after
-from mnemo.serve.rest_openapi import openapi_document
+from mnemo.serve.rest_openapi import Endpoint, QueryParam, openapi_document
 
 PREFIX = "/api/v1"
 ANONYMOUS = "-"
-
-
-@dataclass(frozen=True, slots=True)
-class QueryParam:
-    name: str
-    schema: dict[str, Any]
-    argument: tuple[str, ...]  # where in the tool's arguments it goes: ("pagination", "limit")
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    method: str
-    path: str  # under PREFIX; {memory_id} becomes the tool's memory_id argument
-    tool: str
-    summary: str
-    body: bool = False  # the JSON body is the tool's arguments
-    query: tuple[QueryParam, ...] = field(default_factory=tuple)
-    created: bool = False  # 201 on success
 
 
 INTEGER = {"type": "integer", "minimum": 0, "maximum": 2**62}

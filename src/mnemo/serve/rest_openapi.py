@@ -1,13 +1,34 @@
-"""The REST API's OpenAPI 3.1 document, built from the full profile's tool schemas."""
+"""The REST API's OpenAPI 3.1 document, built from the full profile's tool schemas.
+
+The routes it describes are declared here (``Endpoint``, ``QueryParam``) and served by ``rest.py``,
+which imports them: the document never imports the routes.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from mnemo import __version__
 
-if TYPE_CHECKING:
-    from mnemo.serve.rest import Endpoint
+
+@dataclass(frozen=True, slots=True)
+class QueryParam:
+    name: str
+    schema: dict[str, Any]
+    argument: tuple[str, ...]  # where in the tool's arguments it goes: ("pagination", "limit")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    method: str
+    path: str  # under the API's prefix (rest.py's PREFIX); {memory_id} becomes the tool's memory_id argument
+    tool: str
+    summary: str
+    body: bool = False  # the JSON body is the tool's arguments
+    query: tuple[QueryParam, ...] = field(default_factory=tuple)
+    created: bool = False  # 201 on success
+
 
 ERROR = {
     "type": "object",

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from mnemo.access.caller import viewer
+from mnemo.engine.service import MemoryService
 from mnemo.model import Memory, Status, to_iso
 from mnemo.query import Filters, Sort, SortField
-from mnemo.service import MemoryService
 from mnemo.transfer.formats import EXPORT_FORMAT, EXPORT_VERSION
 
 PAGE = 500
@@ -44,7 +45,7 @@ def exported(memory: Memory) -> dict[str, Any]:
 def export_lines(service: MemoryService) -> Iterator[str]:
     """A header line, then one line per active memory, oldest first, read a page at a time."""
     now = service.clock.now()
-    filters = Filters(now=now, statuses=(Status.ACTIVE,), include_expired=True)
+    filters = Filters(now=now, statuses=(Status.ACTIVE,), include_expired=True, visible_to=viewer())
     total = service.storage.count(filters)
     header = {
         "format": EXPORT_FORMAT,

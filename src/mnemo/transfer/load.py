@@ -20,9 +20,9 @@ from itertools import islice
 
 from mnemo.embed import BULK_TEXTS, Vectors
 from mnemo.engine.results import StoreResult
+from mnemo.engine.service import MemoryService
 from mnemo.errors import EmbeddingError, MnemoError
 from mnemo.lifecycle import jobs
-from mnemo.service import MemoryService
 from mnemo.storage import BULK_WRITE
 from mnemo.transfer.formats import Record, Unreadable
 

@@ -24,9 +24,13 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import ValidationError
 
 from mnemo import __version__
+from mnemo.access.keys import KeyRing
+from mnemo.access.request_ledger import RateLimits
 from mnemo.app import open_service
 from mnemo.clock import Clock
 from mnemo.config import Settings
+from mnemo.engine.named_stores import NamedStores
+from mnemo.engine.service import MemoryService
 from mnemo.errors import (
     MAX_FIELD_CHARS,
     EmbeddingError,
@@ -36,17 +40,13 @@ from mnemo.errors import (
     Unavailable,
     clipped,
 )
-from mnemo.keys import KeyRing
 from mnemo.lifecycle.jobs import close_abandoned
 from mnemo.lifecycle.maintenance import maintain
-from mnemo.named_stores import NamedStores
 from mnemo.profiles import Profile, get_profile
 from mnemo.profiles.arguments import read_arguments_strictly, unknown_argument
 from mnemo.profiles.tool_schemas import serve_lean_schemas
-from mnemo.request_ledger import RateLimits
 from mnemo.serve.options import HttpOptions
 from mnemo.serve.stdio import guarded_stdio
-from mnemo.service import MemoryService
 
 if TYPE_CHECKING:
     from mnemo.serve.oauth import OAuthSettings

@@ -36,7 +36,7 @@ from mnemo.errors import CallInProgress, InvalidInput, KeyReused, MnemoError, Ra
 from mnemo.model import new_id
 from mnemo.storage import Storage
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mnemo.request_ledger")  # the name its log lines carry, kept when the module moved
 
 SPEC_004_LIMITS = {  # requests per minute, spec 004's "Rate Limits"
     "store_memory": 100,

@@ -1,4 +1,4 @@
-"""The access rules between users, applied to the caller of the running call (``mnemo.caller``).
+"""The access rules between users, applied to the caller of the running call (``mnemo.access.caller``).
 
 Reads: a query sees what ``Filters.visible_to`` lets through, and a read by id goes through
 ``ScopedStorage``, which hides another user's private memories as if they did not exist (a
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mnemo import caller as callers
-from mnemo.caller import Caller, Role
+from mnemo.access import caller as callers
+from mnemo.access.caller import Caller, Role
 from mnemo.errors import Forbidden
 from mnemo.model import READABLE_BY_ALL, Context, Memory
 from mnemo.storage import Job, Storage

@@ -25,10 +25,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from mnemo import bounds, space_files
-from mnemo.access import check_may_write, check_writable, in_own_space
-from mnemo.caller import user_id, viewer
+from mnemo import bounds
+from mnemo.access.caller import user_id, viewer
+from mnemo.access.rules import check_may_write, check_writable, in_own_space
+from mnemo.engine import space_files
 from mnemo.engine.results import TagEdit
+from mnemo.engine.service import MemoryService
 from mnemo.errors import Conflict, EmbeddingError, InvalidInput, MnemoError, NotFound, StorageError, reason_of
 from mnemo.model import (
     BAND_IMPORTANCE,
@@ -43,10 +45,9 @@ from mnemo.model import (
     normalise_tags,
 )
 from mnemo.query import Filters, Sort, SortField, TextMatch
-from mnemo.service import MemoryService
-from mnemo.words import search_terms
+from mnemo.search.words import search_terms
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mnemo.shared_space")  # the name its log lines carry, kept when the module moved
 
 MAX_AGENT_CHARS = 100
 MAX_TAGS = 10
@@ -165,7 +166,7 @@ class SharedSpace:
         """The active entries agents signed, with more conditions if given."""
         # Over HTTP each user has a space of their own: the entries they (their agents) wrote.
         return Filters(now=self.service.clock.now(), statuses=(Status.ACTIVE,), has_agent=True, user_id=viewer(),
-                       **conditions)  # fmt: skip
+                       visible_to=viewer(), **conditions)  # fmt: skip
 
     @property
     def _folder(self) -> Path:

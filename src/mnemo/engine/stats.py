@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from mnemo import access
-from mnemo.caller import viewer
+from mnemo.access import rules as access
+from mnemo.access.caller import viewer
 from mnemo.errors import InvalidInput, ScopeNotFound
 from mnemo.model import Category, Memory, Status, as_utc
 from mnemo.query import DateRange, Filters, Sort, SortField
@@ -79,7 +79,7 @@ def report(
 
 
 def _scope_filters(storage: Storage, scope: str, scope_id: str | None, now: datetime) -> Filters:
-    base = Filters(now=now, statuses=None, include_expired=True)
+    base = Filters(now=now, statuses=None, include_expired=True, visible_to=viewer())
     match scope:
         case "global":
             return base

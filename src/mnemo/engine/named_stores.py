@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from mnemo import access, paths
+from mnemo.access import rules as access
+from mnemo.engine import path_rules as paths
 from mnemo.engine.results import UNSET, ForgetResult, UpdateResult
+from mnemo.engine.service import MemoryService
 from mnemo.errors import NotFound
 from mnemo.model import Memory
-from mnemo.service import MemoryService
 
 
 class NamedStores:

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mnemo import bounds
-from mnemo.caller import Caller, Role
+from mnemo.access.caller import Caller, Role
 from mnemo.errors import CorruptedData, InvalidInput, NotFound
 from mnemo.model import to_iso
 

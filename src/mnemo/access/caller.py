@@ -6,7 +6,7 @@ no caller (stdio, the command line, a Python program) the engine serves its one 
 unrestricted, as before. A context variable rather than an argument on every operation: one
 place sets it per call, and worker threads inherit it (anyio copies the context into them).
 
-The rules (``mnemo.access``): a member reads their own memories and anyone's ``shared`` or
+The rules (``mnemo.access.rules``): a member reads their own memories and anyone's ``shared`` or
 ``public`` ones, and writes only their own; a reader reads the same and writes nothing; an admin
 reads and writes every memory and may act for another user.
 """
