@@ -149,7 +149,9 @@ def test_a_long_batch_is_written_in_runs_and_a_rewrite_in_the_next_run_is_still_
         checked: list[int] = []  # the size of each run checked
         check = service.searcher.near_duplicates
         monkeypatch.setattr(
-            service.searcher, "near_duplicates", lambda run, now: checked.append(len(run)) or check(run, now)
+            service.searcher,
+            "near_duplicates",
+            lambda run, now, **viewer: checked.append(len(run)) or check(run, now, **viewer),
         )
         outcomes = service.store_many([{"content": content} for content in [*notes, rewrite]])
         assert checked == [3, 2]
