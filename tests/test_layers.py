@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("mnemo.config", "mnemo.app"),
     ("mnemo.profiles",),
     ("mnemo.serve",),
-    ("mnemo.cli", "mnemo.hooks", "mnemo.capture", "mnemo.__main__"),
+    ("mnemo.cli", "mnemo.capture", "mnemo.__main__"),
 )
 # Modules of a layer that any layer may import, because they import nothing of mnemo: splitting
 # text into words is search's, and the record's loose key and the fake embedder split words too.

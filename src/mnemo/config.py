@@ -87,6 +87,13 @@ class Settings(BaseSettings):
         None, ge=1, description="Length of that model's vectors (for embedder=http), e.g. 768 for nomic-embed-text."
     )
     embedding_api_key: str | None = Field(None, description="Bearer key for that API, if it needs one.")
+    hooks_idle_s: float = Field(
+        1800.0, gt=0, description="How long the hooks' capture process waits for a call before it exits."
+    )
+    hooks_exclude: str = Field(
+        ".env,.env.*,*.pem,*.key,*.p12,id_rsa*,id_ed25519*,secrets/*,**/secrets/*",
+        description="Comma-separated globs of project files whose edits the hooks never note.",
+    )
     shared_max_words: int = Field(200, ge=1, description="Most words in one entry of the shared space (spec 003).")
     shared_max_entries: int = Field(
         1000, ge=1, description="Entries the shared space holds before the oldest are rotated into its archive."

@@ -34,6 +34,7 @@ from mnemo.cli.common import (
     json_option,
     store_option,
 )
+from mnemo.cli.hooks import hook_command, hooks_group
 from mnemo.cli.keys import keys_group
 from mnemo.cli.lifecycle import archive_command, consolidate_command, jobs_command, restore_command, sync_command
 from mnemo.cli.stores import stores_group
@@ -460,6 +461,8 @@ cli.add_command(archive_command)
 cli.add_command(consolidate_command)
 cli.add_command(jobs_command)
 cli.add_command(sync_command)
+cli.add_command(hook_command)
+cli.add_command(hooks_group)
 
 
 def main() -> None:
