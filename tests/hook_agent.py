@@ -40,12 +40,15 @@ class Agent:
         self.embedder = embedder
 
     def hook(
-        self, event: str, payload: dict[str, Any] | bytes, session: str = "s1"
+        self, event: str, payload: dict[str, Any] | bytes, session: str = "s1", client: str = "claude-code"
     ) -> subprocess.CompletedProcess[str]:
-        raw = payload if isinstance(payload, bytes) else json.dumps({"session_id": session} | payload).encode()
-        done = subprocess.run(
-            [sys.executable, "-m", "mnemo", "hook", event], input=raw, env=self.env, capture_output=True, timeout=60
-        )
+        """One hook call as ``client`` makes it (Claude Code's shape adds ``session_id``)."""
+        if isinstance(payload, bytes):
+            raw = payload
+        else:
+            raw = json.dumps(({"session_id": session} if client == "claude-code" else {}) | payload).encode()
+        command = [sys.executable, "-m", "mnemo", "hook", event, "--client", client]
+        done = subprocess.run(command, input=raw, env=self.env, capture_output=True, timeout=60)
         return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
 
     def context(self, event: str, payload: dict[str, Any], session: str = "s1") -> str:

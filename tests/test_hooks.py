@@ -10,10 +10,12 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hook_agent import Agent, project
+from local_api import Behaviour, serving
 
 SECRETS = json.loads((Path(__file__).parent / "fixtures" / "hook_secrets.json").read_text(encoding="utf-8"))
 
@@ -128,6 +130,90 @@ def test_edits_of_excluded_files_are_never_noted_in_the_sessions_summary(agent: 
         agent.hook("post-tool-use", edit)
     agent.hook("stop", {"cwd": str(root)})
     assert [m.content for m in agent.memories()] == ["Session in shop: edited src/cart.py."]
+
+
+# Each client's own shape, through the real hook process: a rule stated at a prompt, then shown
+# at the next session's start in the client's output format (sources in capture/clients.py).
+CLIENT_CALLS = {
+    "codex": (
+        # developers.openai.com/codex/hooks: Claude Code's fields, plus model and turn_id
+        lambda root, prompt: {"session_id": "t1", "cwd": str(root), "hook_event_name": "UserPromptSubmit",
+                              "model": "gpt-5", "turn_id": "1", "prompt": prompt},
+        lambda root: {"session_id": "t2", "cwd": str(root), "hook_event_name": "SessionStart", "source": "startup"},
+        lambda out: json.loads(out)["hookSpecificOutput"]["additionalContext"],
+    ),
+    "cursor": (
+        # cursor.com/docs/agent/hooks: conversation_id, generation_id, workspace_roots
+        lambda root, prompt: {"conversation_id": "c1", "generation_id": "g1", "workspace_roots": [str(root)],
+                              "hook_event_name": "beforeSubmitPrompt", "prompt": prompt, "attachments": []},
+        lambda root: {"conversation_id": "c2", "session_id": "c2", "generation_id": "g2",
+                      "workspace_roots": [str(root)], "hook_event_name": "sessionStart"},
+        lambda out: json.loads(out)["additional_context"],
+    ),
+    "gemini": (
+        # gemini-cli docs/hooks/reference.md: session_id, cwd, transcript_path, timestamp
+        lambda root, prompt: {"session_id": "g1", "cwd": str(root), "transcript_path": "/t", "timestamp": "2026-11-28",
+                              "hook_event_name": "BeforeAgent", "prompt": prompt},
+        lambda root: {"session_id": "g2", "cwd": str(root), "transcript_path": "/t", "timestamp": "2026-11-28",
+                      "hook_event_name": "SessionStart", "source": "startup"},
+        lambda out: json.loads(out)["hookSpecificOutput"]["additionalContext"],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("client", sorted(CLIENT_CALLS))
+def test_each_client_captures_a_rule_and_shows_it_at_its_next_session_start(agent: Agent, tmp_path: Path, client: str):
+    prompt_call, start_call, shown = CLIENT_CALLS[client]
+    root = project(tmp_path, "shop")
+    rule = "We always run the tests with pytest -x before a commit."
+    assert agent.hook("user-prompt-submit", prompt_call(root, rule), client=client).returncode == 0
+    agent.settle()
+    done = agent.hook("session-start", start_call(root), client=client)
+    assert done.returncode == 0 and rule in shown(done.stdout)
+    (memory,) = agent.memories()
+    assert (memory.content, memory.subject, memory.metadata["source"]) == (rule, str(root), client)
+
+
+def test_an_unknown_client_is_logged_and_nothing_is_kept(agent: Agent, tmp_path: Path):
+    root = project(tmp_path, "shop")
+    done = agent.hook("user-prompt-submit", {"cwd": str(root), "prompt": "We always use tabs."}, client="emacs")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert agent.memories() == []
+    assert "unknown shape (client 'emacs'" in (agent.home / "logs" / "mnemo.log").read_text()
+
+
+# -- session summaries by the user's chat model, within a budget -----------------------------
+def test_the_chat_model_rewrites_summaries_at_session_end_within_the_days_token_budget(tmp_path: Path):
+    written = "The team runs pytest -x before every commit; src/db.py moved to Postgres 16."
+
+    def chat(body: dict[str, Any]) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": written}}],
+                "usage": {"prompt_tokens": 90, "completion_tokens": 20, "total_tokens": 110}}  # fmt: skip
+
+    behaviour = Behaviour()
+    with serving({"/v1/chat/completions": chat}, behaviour) as url:
+        agent = Agent(tmp_path)
+        # the budget fits one call (reserved: ~480 characters / 2 + 200 tokens = ~440), not two (110 + 440)
+        agent.env |= {"MNEMO_SYNTHESIS_URL": f"{url}/v1", "MNEMO_SYNTHESIS_MODEL": "small",
+                      "MNEMO_HOOKS_SUMMARY_TOKENS_PER_DAY": "500"}  # fmt: skip
+        try:
+            root = project(tmp_path, "shop")
+            secret = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe"
+            for session in ("s1", "s2"):
+                prompt = f"We always run pytest -x before a commit, {session}, with OPENAI_API_KEY={secret} set."
+                agent.hook("user-prompt-submit", {"cwd": str(root), "prompt": prompt}, session)
+                agent.hook("stop", {"cwd": str(root)}, session)  # the extractive summary, no call
+                agent.hook("session-end", {"cwd": str(root), "reason": "exit"}, session)
+            summaries = {m.context.session_id: m.content for m in agent.memories() if "session-summary" in m.tags}
+        finally:
+            agent.stop()
+    assert len(behaviour.requests) == 1  # one session's end; the second would pass the budget
+    sent = json.dumps(behaviour.requests[0]["body"])
+    assert secret not in sent and "[REDACTED:" in sent and "pytest -x" in sent
+    assert summaries["s1"] == written
+    assert summaries["s2"].startswith("Session in shop: We always run pytest -x before a commit, s2, with")
+    spent = json.loads((agent.home / "hooks" / "summary-tokens.json").read_text())
+    assert list(spent.values()) == [110]  # the API's usage replaced the reservation
 
 
 # -- secrets -------------------------------------------------------------------------------

@@ -94,6 +94,11 @@ class Settings(BaseSettings):
         ".env,.env.*,*.pem,*.key,*.p12,id_rsa*,id_ed25519*,secrets/*,**/secrets/*",
         description="Comma-separated globs of project files whose edits the hooks never note.",
     )
+    hooks_summary_tokens_per_day: int = Field(
+        0,
+        ge=0,
+        description="Tokens a day the chat model (MNEMO_SYNTHESIS_*) may spend on hook session summaries; 0: none.",
+    )
     shared_max_words: int = Field(200, ge=1, description="Most words in one entry of the shared space (spec 003).")
     shared_max_entries: int = Field(
         1000, ge=1, description="Entries the shared space holds before the oldest are rotated into its archive."

@@ -22,6 +22,7 @@ from typing import Any
 from mnemo.app import open_service
 from mnemo.capture import capture, clients, inject, state, switch
 from mnemo.capture.capture import Note
+from mnemo.capture.llm_summary import SummaryWriter
 from mnemo.capture.payload import EVENTS, HookPayload, Project
 from mnemo.config import Settings
 from mnemo.engine.service import MemoryService
@@ -31,6 +32,9 @@ from mnemo.model import Context
 log = logging.getLogger(__name__)
 
 ACTOR = "mnemo-hook"
+# Where the chat model may rewrite a session's summary, when allowed: its end, not every Stop (a
+# Stop comes after each of the agent's turns).
+MODEL_SUMMARY_EVENTS = ("session-end", "pre-compact")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,7 @@ class Capturer:
         self.settings = settings
         self.home = settings.home
         self.excluded = tuple(glob.strip() for glob in settings.hooks_exclude.split(",") if glob.strip())
+        self.summary_writer = SummaryWriter(settings)
         self._service: MemoryService | None = None
         self._opening = threading.Lock()
 
@@ -132,13 +137,24 @@ class Capturer:
         return result.memory.id
 
     def _summarise(self, call: _Call, session: state.Session) -> None:
-        """Keep one summary memory per session, rewritten when the session has new notes."""
+        """Keep one summary memory per session, rewritten when the session has new notes, and by the
+        chat model at its end when that is allowed (``llm_summary``)."""
         payload, project = call.payload, call.project
-        if session.size <= session.summarised:
+        by_model = payload.event in MODEL_SUMMARY_EVENTS and self.summary_writer.enabled
+        fresh = session.size > session.summarised
+        if not fresh and not (by_model and session.model_summarised < session.size):
             return
         text = capture.summary(project, session)
         if text is None:
             return
+        if (
+            by_model
+            and session.model_summarised < session.size
+            and (written := self.summary_writer.write(project.name, text))
+        ):
+            text, session.model_summarised = written, session.size
+        elif not fresh:
+            return  # the model did not write it (budget, failure): the summary stored stands
         if session.summary_id is not None:
             try:
                 self.service.update(session.summary_id, content=text, reason="the session went on", actor=ACTOR)

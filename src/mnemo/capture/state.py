@@ -50,6 +50,7 @@ class Session:
     notes: list[str] = field(default_factory=list)  # what was captured, in order (for the summary)
     summary_id: str | None = None  # the memory holding this session's summary
     summarised: int = 0  # the session's size when its summary was written
+    model_summarised: int = 0  # the session's size when the chat model last wrote its summary
     failed_command: str | None = None  # a Bash command that failed, waiting for one that works
     failed_error: str | None = None
     edited: list[str] = field(default_factory=list)  # files edited since that failure
