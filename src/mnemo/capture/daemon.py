@@ -46,8 +46,15 @@ DRAIN_BEFORE_INJECT_S = {
 
 
 def main(lock: BinaryIO) -> int:
-    """Run the capture process of MNEMO_HOME, holding its lock (``spool.take_lock``)."""
-    settings = Settings()
+    """Run the capture process of MNEMO_HOME, holding its lock (``spool.take_lock``); 2 when the
+    settings are wrong (said in the log: no one sees this process's stderr)."""
+    try:
+        settings = Settings()
+    except ValueError as exc:  # a bad MNEMO_* variable: the hooks queue, and nothing captures them
+        (spool.mnemo_home() / "logs").mkdir(parents=True, exist_ok=True)
+        logging.basicConfig(filename=spool.mnemo_home() / "logs" / "mnemo.log", level=logging.ERROR)
+        log.error("capture process: the settings are wrong, nothing is captured until they are fixed: %s", exc)
+        return 2
     configure_logging(settings)
     return CaptureProcess(settings).run(lock)
 
