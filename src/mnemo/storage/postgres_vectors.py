@@ -4,9 +4,10 @@ No index is kept in the process: every search reads the table as committed, so a
 server stored is found by the next search here (an in-memory index tailing a sequence could skip
 a row: concurrent transactions commit sequence values out of order). Unfiltered searches use the
 HNSW index (cosine); ``hnsw.ef_search`` is raised to the number of neighbours wanted, so the index
-can return them all. A search among the memories that pass a filter (one that keeps few memories)
-scores exactly the SHORTLIST of them whose vectors' signs are closest to the query's: all of them
-when they are fewer, so its top k is the true one, and past that the same as measured (see SHORTLIST).
+can return them all, and is at least SEARCH_BREADTH. A search among the memories that pass a
+filter (one that keeps few memories) scores exactly the SHORTLIST of them whose vectors' signs are
+closest to the query's: all of them when they are fewer, so its top k is the true one, and past
+that the same as measured (see SHORTLIST).
 """
 
 from __future__ import annotations
@@ -24,11 +25,21 @@ from mnemo.storage import Storage, StoredVector, sql
 from mnemo.storage.postgres_schema import fix_dimension
 
 MAX_EF_SEARCH = 1000  # pgvector's ceiling
+# The HNSW walk's least breadth for a search. At 200,000 clustered notes
+# (`python benchmarks/graph_recall.py --store-dir DIR --postgres --settings 16,128 --ef-search 0 100
+# 200 400 1000`, 2026-11-28, a store of `latency.py --memories 200000`), the 10 nearest found held,
+# for a note's own words / three random words: at pgvector's default 40, 0.911 / 0.452 (1.2 ms p50);
+# at 100, 0.986 / 0.620 (2.0 ms); 200, 0.990 / 0.703 (3.1 ms); 400, 0.990 / 0.812 (4.5 ms); 1000,
+# 1.000 / 0.940 (9.6 ms). 100 is where a question near the notes stops gaining, for under a
+# millisecond; random words need the ceiling (see docs/postgresql.md).
+SEARCH_BREADTH = 100
+# Near-duplicate checks ask for what is nearest a new note's own words, which the default finds.
+CHECK_BREADTH = 40
 
 
-def ef_search(k: int) -> int:
-    """The HNSW walk's breadth for the k nearest: k, within pgvector's default 40 and its ceiling."""
-    return max(40, min(k, MAX_EF_SEARCH))
+def ef_search(k: int, least: int = SEARCH_BREADTH) -> int:
+    """The HNSW walk's breadth for the k nearest: k, within ``least`` and pgvector's ceiling."""
+    return max(least, min(k, MAX_EF_SEARCH))
 
 
 # A filtered search scores exactly the SHORTLIST memories (at least, SHORTLIST_PER_RESULT a result
@@ -116,7 +127,7 @@ class PostgresVectorSearch:
         if not queries or k <= 0:
             return found
         with self._connect() as db:
-            db.execute(f"SET LOCAL hnsw.ef_search = {ef_search(k)}")
+            db.execute(f"SET LOCAL hnsw.ef_search = {ef_search(k, CHECK_BREADTH)}")
             rows = db.execute(
                 "SELECT q.i, n.memory_rowid, n.cosine FROM unnest(%s::vector[]) WITH ORDINALITY AS q(v, i)"
                 " CROSS JOIN LATERAL (SELECT memory_rowid, 1 - (embedding <=> q.v) AS cosine FROM vectors"
