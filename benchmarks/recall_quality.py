@@ -68,6 +68,7 @@ from mnemo.engine.service import MemoryService
 from mnemo.errors import Duplicate
 from mnemo.model import Category, Context
 from mnemo.search import ranking
+from recall_baselines import Ranking, bm25_only, cosine_only
 
 LIMIT = 10
 CUTOFFS = (1, 5, 10)
@@ -317,6 +318,23 @@ def ask(
     )
 
 
+def baseline(service: MemoryService, rank: Ranking, query: dict[str, Any], ids: dict[str, str]) -> Outcome:
+    """A query's outcome under one of the baselines (no similarity, no latency of mnemo's), among
+    the memories its filters allow."""
+    filters = query.get("filters")
+    allowed = {m.id for m in service.list(**recall_filters(filters), limit=None).memories} if filters else None
+    ranked = rank(query["query"], allowed)
+    return Outcome(
+        query_id=query["id"],
+        kind=query["kind"],
+        relevant=tuple(dict.fromkeys(ids[r] for r in query["relevant"])),
+        ranked=ranked,
+        similarities=tuple(1.0 for _ in ranked),  # a baseline never says "no answer"
+        latency_ms=0.0,
+        prefer_newest=bool(query.get("prefer_newest")),
+    )
+
+
 @dataclass
 class Run:
     """Everything measured over the haystacks of one data file."""
@@ -328,6 +346,8 @@ class Run:
     load_seconds: float = 0.0
     relevance: list[Outcome] = field(default_factory=list)
     default: list[Outcome] = field(default_factory=list)
+    cosine: list[Outcome] = field(default_factory=list)  # recall_baselines.cosine_only
+    bm25: list[Outcome] = field(default_factory=list)  # recall_baselines.bm25_only
     categories: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -359,6 +379,11 @@ def evaluate(
                 # Default weights first: their access-count dependence stays within their own pass.
                 run.default += [ask(service, clock, q, loaded.ids, loaded.newest, DEFAULT_WEIGHTS) for q in queries]
                 run.relevance += [ask(service, clock, q, loaded.ids, loaded.newest, RELEVANCE_ONLY) for q in queries]
+                cosine = cosine_only(service, list(loaded.ids.values()), LIMIT)
+                if cosine is not None:
+                    run.cosine += [baseline(service, cosine, q, loaded.ids) for q in queries]
+                words = bm25_only(service, clock.now, LIMIT)
+                run.bm25 += [baseline(service, words, q, loaded.ids) for q in queries]
             finally:
                 service.storage.close()
         run.haystacks += 1
@@ -408,6 +433,8 @@ def report_json(run: Run) -> dict[str, Any]:
         "negative_threshold": NEGATIVE_THRESHOLD,
         "seconds": round(run.seconds, 2),
         "default_weights": ranking_json(run.default, f"profile default ({describe(DEFAULT_WEIGHTS)})", category),
+        "cosine_only": ranking_json(run.cosine, "cosine only, same model, no rules", category) if run.cosine else None,
+        "bm25_only": ranking_json(run.bm25, "BM25 only", category),
     }
 
 
@@ -427,7 +454,8 @@ def metrics_table(title: str, outcomes: Sequence[Outcome]) -> list[str]:
             f"{_cell(m.newest_first):>6}"
         )
     latency = percentiles([o.latency_ms for o in outcomes])
-    lines.append(f"recall latency: p50 {latency['p50']:.2f} ms, p95 {latency['p95']:.2f} ms")
+    if latency["p95"] > 0:  # the baselines are not timed
+        lines.append(f"recall latency: p50 {latency['p50']:.2f} ms, p95 {latency['p95']:.2f} ms")
     return lines
 
 
@@ -444,6 +472,9 @@ def report_table(run: Run) -> str:
         *metrics_table(
             f"Default weights ({describe(DEFAULT_WEIGHTS)}); queries not independent (access counts)", run.default
         ),
+        "",
+        *([*metrics_table("Cosine only (same model, no rules)", run.cosine), ""] if run.cosine else []),
+        *metrics_table("BM25 only (the store's word search)", run.bm25),
         "",
     ]
     if category.labelled:

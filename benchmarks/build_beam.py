@@ -1,0 +1,160 @@
+"""Build an eval set (the format of ``../shared/eval/README.md``) from BEAM's public chats.
+
+    python benchmarks/build_beam.py --source DIR --size 100K --chats 1-20 --out ~/.cache/mnemo-eval/beam-100k.json
+
+BEAM (Tavakoli et al., "Beyond a Million Tokens"; github.com/mohammadtavakoli78/BEAM) holds long
+synthetic chats between a user and an assistant about the user's projects, with probing
+questions whose source messages are given. The repository has no licence file: its data is never
+committed here. ``--source`` is a local copy of it, e.g. from a clone or mirror::
+
+    git --git-dir=PATH/TO/BEAM.git archive HEAD chats/100K chats/500K | tar -x -C DIR
+
+One haystack per chat. Each message is one memory (``"user: …"`` / ``"assistant: …"``, the
+``->-> b,t`` position marks of user messages taken off), its batch as its session
+(``metadata.session``, which ``recall_quality.py`` gives as ``context.session_id``), dated by the
+chat's time anchors (a message without one takes the last anchor's date, a minute after the
+message before it). Questions come from ``probing_questions/probing_questions.json``: relevant =
+their ``source_chat_ids`` (message ids); a knowledge update lists the updated message first and is
+``prefer_newest``; abstention questions have no answer and are ``kind: "negative"``; the other
+kinds keep BEAM's names. A question whose sources name no message of its chat is skipped and
+counted. ``--chats 1-20`` of the 100K set gives the dev set issue 46 measures (tune on it only);
+the 500K set's chats are for checking, never tuning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from mnemo.bounds import MAX_CONTENT_CHARS
+
+POSITION_MARK = re.compile(r"\s*->->\s*\d+\s*,\s*\d+\s*$")
+NEGATIVE_KIND = "negative"  # the eval format's kind for a question with no answer
+FIRST_DAY = datetime(2024, 1, 1)  # a chat without any time anchor starts here
+STEP = timedelta(minutes=1)
+# A memory's content is at most MAX_CONTENT_CHARS; two of the 100K chats' 5,732 messages are longer
+# (348,480 and 53,118 characters, an assistant's runaway answers) and keep their beginning.
+MAX_MESSAGE_CHARS = MAX_CONTENT_CHARS - len("assistant: ")
+
+
+def anchor_date(text: str) -> datetime | None:
+    """BEAM's "March-15-2024" as a date; None when it reads otherwise."""
+    for pattern in ("%B-%d-%Y", "%b-%d-%Y"):
+        try:
+            return datetime.strptime(text.strip(), pattern)
+        except ValueError:
+            continue
+    return None
+
+
+def messages(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every message of a chat as a memory, batches in order."""
+    memories: list[dict[str, Any]] = []
+    when = FIRST_DAY
+    for batch in chat:
+        for turn in batch.get("turns", []):
+            for message in turn:
+                anchored = anchor_date(str(message.get("time_anchor", "")))
+                when = anchored if anchored is not None and anchored > when else when + STEP
+                content = POSITION_MARK.sub("", str(message["content"])).strip()[:MAX_MESSAGE_CHARS]
+                memories.append(
+                    {
+                        "id": str(message["id"]),
+                        "content": f"{message['role']}: {content}",
+                        "created_at": when.isoformat(),
+                        "metadata": {"session": batch["batch_number"], "role": message["role"]},
+                    }
+                )
+    return memories
+
+
+def sources(question: dict[str, Any]) -> list[str]:
+    """A question's source message ids, the updated one first for a knowledge update."""
+    given = question.get("source_chat_ids")
+    if isinstance(given, dict):
+        order = ["updated_info", "original_info"] if "updated_info" in given else sorted(given)
+        ids = [i for key in order for i in _flat(given.get(key))]
+    else:
+        ids = _flat(given)
+    return list(dict.fromkeys(str(i) for i in ids))
+
+
+def _flat(ids: Any) -> list[int | str]:
+    """Ids as a list, also when BEAM nests them (one event ordering question lists groups)."""
+    if isinstance(ids, int | str):
+        return [ids]
+    return [i for item in ids for i in _flat(item)] if isinstance(ids, list) else []
+
+
+def haystack(folder: Path, name: str) -> tuple[dict[str, Any], int]:
+    """One chat as a haystack, and how many of its questions named no message of it."""
+    memories = messages(json.loads((folder / "chat.json").read_text(encoding="utf-8")))
+    known = {memory["id"] for memory in memories}
+    probing = json.loads((folder / "probing_questions" / "probing_questions.json").read_text(encoding="utf-8"))
+    queries, skipped = [], 0
+    for kind, questions in probing.items():
+        for number, question in enumerate(questions):
+            query: dict[str, Any] = {"id": f"{name}:{kind}:{number}", "query": question["question"]}
+            if kind == "abstention":
+                queries.append({**query, "relevant": [], "kind": NEGATIVE_KIND})
+                continue
+            relevant = [i for i in sources(question) if i in known]
+            if not relevant:
+                skipped += 1
+                continue
+            queries.append({**query, "relevant": relevant, "kind": kind, **_newest(kind)})
+    return {"id": name, "memories": memories, "queries": queries}, skipped
+
+
+def _newest(kind: str) -> dict[str, Any]:
+    return {"prefer_newest": True} if kind == "knowledge_update" else {}
+
+
+def chosen(spec: str, available: list[int]) -> list[int]:
+    """Chat numbers from "1-20" or "3,5"; every one when spec is empty."""
+    if not spec:
+        return available
+    numbers: list[int] = []
+    for part in spec.split(","):
+        first, _, last = part.partition("-")
+        numbers.extend(range(int(first), int(last or first) + 1))
+    if missing := sorted(set(numbers) - set(available)):
+        raise SystemExit(f"--chats {spec}: no chat {missing} in the source (it has {available})")
+    return numbers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", type=Path, required=True, help="a copy of the BEAM repository (its chats/)")
+    parser.add_argument("--size", default="100K", help="the chats' size folder: 100K, 500K, 1M, 10M")
+    parser.add_argument("--chats", default="", help='which chats: "1-20", "3,5" (default: all)')
+    parser.add_argument("--out", type=Path, required=True, help="the eval file to write (outside this repository)")
+    args = parser.parse_args()
+    root = args.source / "chats" / args.size
+    available = sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and (p / "chat.json").exists())
+    built = [haystack(root / str(n), f"beam-{args.size}-{n}") for n in chosen(args.chats, available)]
+    data = {
+        "name": args.out.stem,
+        "description": f"BEAM {args.size} chats {args.chats or 'all'}: one haystack per chat, each message one "
+        "memory (its batch as session); questions from probing_questions.json, relevant = source_chat_ids.",
+        "source": "BEAM (Tavakoli et al.), github.com/mohammadtavakoli78/BEAM; no licence file: not redistributed",
+        "haystacks": [h for h, _ in built],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
+    memories = sum(len(h["memories"]) for h in data["haystacks"])
+    queries = sum(len(h["queries"]) for h in data["haystacks"])
+    print(
+        f"{args.out}: {len(built)} chats, {memories} memories, {queries} questions "
+        f"({sum(s for _, s in built)} naming no message of their chat skipped)",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()
