@@ -5,20 +5,24 @@
 BEAM (Tavakoli et al., "Beyond a Million Tokens"; github.com/mohammadtavakoli78/BEAM) holds long
 synthetic chats between a user and an assistant about the user's projects, with probing
 questions whose source messages are given. The repository has no licence file: its data is never
-committed here. ``--source`` is a local copy of it, e.g. from a clone or mirror::
+committed here. ``--source`` is a local copy of it (a clone, or an export of a bare mirror)::
 
     git --git-dir=PATH/TO/BEAM.git archive HEAD chats/100K chats/500K | tar -x -C DIR
 
+(a mirror that lacks the largest files, as this project's does for most of the 1M and all of the
+10M chats, cannot export those folders; the 100K and 500K sets are complete.)
+
 One haystack per chat. Each message is one memory (``"user: …"`` / ``"assistant: …"``, the
-``->-> b,t`` position marks of user messages taken off), its batch as its session
+generator's ``->-> b,t`` marks ending user messages taken off), its batch as its session
 (``metadata.session``, which ``recall_quality.py`` gives as ``context.session_id``), dated by the
-chat's time anchors (a message without one takes the last anchor's date, a minute after the
-message before it). Questions come from ``probing_questions/probing_questions.json``: relevant =
-their ``source_chat_ids`` (message ids); a knowledge update lists the updated message first and is
-``prefer_newest``; abstention questions have no answer and are ``kind: "negative"``; the other
-kinds keep BEAM's names. A question whose sources name no message of its chat is skipped and
-counted. ``--chats 1-20`` of the 100K set gives the dev set issue 46 measures (tune on it only);
-the 500K set's chats are for checking, never tuning.
+chat's time anchors (one per batch, on its first message; a message without one is a minute after
+the message before it; a chat without any starts on 2024-01-01). Questions come from
+``probing_questions/probing_questions.json``: relevant = their ``source_chat_ids`` (message ids);
+a knowledge update lists the updated message first and is ``prefer_newest``; abstention questions
+have no answer and are ``kind: "negative"``; the other kinds keep BEAM's names. A question whose
+sources name no message of its chat is skipped and counted. ``--chats 1-20`` of the 100K set gives
+the dev set issue 46 measures (tune on it only); the 500K set's chats are for checking, never
+tuning.
 """
 
 from __future__ import annotations
@@ -33,7 +37,10 @@ from typing import Any
 
 from mnemo.bounds import MAX_CONTENT_CHARS
 
-POSITION_MARK = re.compile(r"\s*->->\s*\d+\s*,\s*\d+\s*$")
+# The generator's mark ending a user message: "->-> 2,14" (batch, bullet), also "->-> 2,N/A",
+# "->-> 5,14)", "->-> 2,22, 24" and a few with the generator's own remarks or a plan label after it;
+# it is always on the message's last line, and nothing after it is the user's.
+POSITION_MARK = re.compile(r"\s*->->[^\n]*$")
 NEGATIVE_KIND = "negative"  # the eval format's kind for a question with no answer
 FIRST_DAY = datetime(2024, 1, 1)  # a chat without any time anchor starts here
 STEP = timedelta(minutes=1)
@@ -55,13 +62,14 @@ def anchor_date(text: str) -> datetime | None:
 def messages(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every message of a chat as a memory, batches in order."""
     memories: list[dict[str, Any]] = []
-    when = FIRST_DAY
+    anchors = (anchor_date(str(m.get("time_anchor", ""))) for b in chat for t in b.get("turns", []) for m in t)
+    when = next((a for a in anchors if a is not None), FIRST_DAY) - STEP  # the first message: the first anchor
     for batch in chat:
         for turn in batch.get("turns", []):
             for message in turn:
                 anchored = anchor_date(str(message.get("time_anchor", "")))
                 when = anchored if anchored is not None and anchored > when else when + STEP
-                content = POSITION_MARK.sub("", str(message["content"])).strip()[:MAX_MESSAGE_CHARS]
+                content = POSITION_MARK.sub("", str(message["content"]).strip())[:MAX_MESSAGE_CHARS]
                 memories.append(
                     {
                         "id": str(message["id"]),

@@ -24,6 +24,12 @@ Two rankings are measured on the same store:
   not undone. The default pass runs first on each store; the relevance pass after it is not
   affected by the access counts, because its access weight is 0.
 
+Beside them, per kind, the two baselines every rule of the ranking must beat
+(``recall_baselines.py``), on the same store, among the memories a query's filters allow:
+"cosine only" (the query's embedding against every memory's stored vector, same model, exact, no
+rule) and "BM25 only" (the store's word search alone). They are not timed, and have no
+"negatives rejected" (nothing to reject with: printed "-", null in the JSON).
+
 Metrics (over queries with at least one relevant id, unless said otherwise):
 
 - R@k: the share of the query's relevant memories in the top k, averaged over queries.
@@ -68,6 +74,9 @@ from mnemo.engine.service import MemoryService
 from mnemo.errors import Duplicate
 from mnemo.model import Category, Context
 from mnemo.search import ranking
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by its path (the tests): its siblings too
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recall_baselines import Ranking, bm25_only, cosine_only
 
 LIMIT = 10
@@ -131,6 +140,7 @@ class Outcome:
     similarities: tuple[float, ...]  # scores.semantic_similarity of each returned hit
     latency_ms: float
     prefer_newest: bool = False  # a current-state question: relevant[0] is the newest fact
+    declines: bool = True  # False for a baseline: it has no threshold, never says "no answer"
 
     @property
     def newest_first(self) -> bool:
@@ -178,7 +188,7 @@ def metrics(outcomes: Sequence[Outcome]) -> Metrics:
         mrr=_mean(reciprocal_rank(o.relevant, o.ranked) for o in answered),
         ndcg_at_10=_mean(ndcg_at(o.relevant, o.ranked, LIMIT) for o in answered),
         negatives=len(negatives),
-        negatives_rejected=_mean(1.0 if o.rejected else 0.0 for o in negatives),
+        negatives_rejected=_mean(1.0 if o.rejected else 0.0 for o in negatives if o.declines),
         current_state=len(current),
         newest_first=_mean(1.0 if o.newest_first else 0.0 for o in current),
     )
@@ -319,8 +329,8 @@ def ask(
 
 
 def baseline(service: MemoryService, rank: Ranking, query: dict[str, Any], ids: dict[str, str]) -> Outcome:
-    """A query's outcome under one of the baselines (no similarity, no latency of mnemo's), among
-    the memories its filters allow."""
+    """A query's outcome under one of the baselines (no threshold, not timed), among the memories its
+    filters allow."""
     filters = query.get("filters")
     allowed = {m.id for m in service.list(**recall_filters(filters), limit=None).memories} if filters else None
     ranked = rank(query["query"], allowed)
@@ -329,9 +339,10 @@ def baseline(service: MemoryService, rank: Ranking, query: dict[str, Any], ids: 
         kind=query["kind"],
         relevant=tuple(dict.fromkeys(ids[r] for r in query["relevant"])),
         ranked=ranked,
-        similarities=tuple(1.0 for _ in ranked),  # a baseline never says "no answer"
+        similarities=(),
         latency_ms=0.0,
         prefer_newest=bool(query.get("prefer_newest")),
+        declines=False,
     )
 
 
