@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from build_locomo import chosen
 from mnemo.bounds import MAX_CONTENT_CHARS
 
 # The generator's mark ending a user message: "->-> 2,14" (batch, bullet), also "->-> 2,N/A",
@@ -123,14 +124,9 @@ def _newest(kind: str) -> dict[str, Any]:
     return {"prefer_newest": True} if kind == "knowledge_update" else {}
 
 
-def chosen(spec: str, available: list[int]) -> list[int]:
-    """Chat numbers from "1-20" or "3,5"; every one when spec is empty."""
-    if not spec:
-        return available
-    numbers: list[int] = []
-    for part in spec.split(","):
-        first, _, last = part.partition("-")
-        numbers.extend(range(int(first), int(last or first) + 1))
+def chats(spec: str, available: list[int]) -> list[int]:
+    """Chat numbers from "1-20" or "3,5" (``build_locomo.chosen``); every one when spec is empty."""
+    numbers = chosen(spec, max(available)) if spec else available
     if missing := sorted(set(numbers) - set(available)):
         raise SystemExit(f"--chats {spec}: no chat {missing} in the source (it has {available})")
     return numbers
@@ -145,7 +141,7 @@ def main() -> None:
     args = parser.parse_args()
     root = args.source / "chats" / args.size
     available = sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and (p / "chat.json").exists())
-    built = [haystack(root / str(n), f"beam-{args.size}-{n}") for n in chosen(args.chats, available)]
+    built = [haystack(root / str(n), f"beam-{args.size}-{n}") for n in chats(args.chats, available)]
     data = {
         "name": args.out.stem,
         "description": f"BEAM {args.size} chats {args.chats or 'all'}: one haystack per chat, each message one "

@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mnemo.bounds import MAX_ID_CHARS
-from mnemo.capture.payload import EVENTS, HookPayload
+from mnemo.capture.payload import EVENTS, HookPayload, text_of
 
 CLIENT_NAMES = ("claude-code", "codex", "cursor", "gemini")
 
@@ -92,17 +92,6 @@ def _object(raw: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError("the hook's input is not a JSON object")
     return data
-
-
-def _text(data: Any, *keys: str) -> str:
-    """The first of ``keys`` in ``data`` that holds a non-empty string."""
-    if not isinstance(data, dict):
-        return ""
-    for key in keys:
-        value = data.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -155,7 +144,7 @@ def _codex_read(event: str, data: dict[str, Any]) -> HookPayload:
     payload = _claude_read(event, data)
     tool_input = payload.tool_input
     if payload.tool_name == "apply_patch":
-        patch = _text(tool_input, "command", "input", "patch")
+        patch = text_of(tool_input, "command", "input", "patch")
         files = [a or b for a, b in _PATCH_FILE.findall(patch)]
         edit = {"file_path": _absolute(files[0], payload.cwd)} if files else {}
         return replace(payload, tool_name="Edit", tool_input=edit)
@@ -173,8 +162,8 @@ def _shell(response: Any, error: str = "") -> dict[str, Any]:
     """A shell call's result in Claude Code's shape, from an object or from the output's text."""
     if isinstance(response, dict):
         code = response.get("exit_code", response.get("exitCode"))
-        stdout = _text(response, "stdout", "output", "aggregated_output", "formatted_output")
-        stderr = _text(response, "stderr") or error
+        stdout = text_of(response, "stdout", "output", "aggregated_output", "formatted_output")
+        stderr = text_of(response, "stderr") or error
     else:
         stdout, stderr, code = (response if isinstance(response, str) else ""), error, None
     if not isinstance(code, int) and (found := _EXIT_CODE.search(stdout)):
@@ -207,30 +196,30 @@ _CURSOR_EDIT_TOOLS = {"Write": "Write", "Edit": "Edit", "StrReplace": "Edit", "M
 def _cursor_read(event: str, data: dict[str, Any]) -> HookPayload:
     roots = data.get("workspace_roots")
     root = next((r for r in roots if isinstance(r, str) and r), "") if isinstance(roots, list) else ""
-    cwd = _text(data, "cwd") or root
+    cwd = text_of(data, "cwd") or root
     base = HookPayload(
         event=event,
-        session_id=_text(data, "conversation_id", "session_id")[:MAX_ID_CHARS],
+        session_id=text_of(data, "conversation_id", "session_id")[:MAX_ID_CHARS],
         cwd=cwd,
-        prompt=_text(data, "prompt"),
-        source=_text(data, "source"),
+        prompt=text_of(data, "prompt"),
+        source=text_of(data, "source"),
     )
     if event not in ("post-tool-use", "post-tool-use-failure"):
         return base
-    error = _text(data, "error_message", "error")
-    if _text(data, "file_path"):  # afterFileEdit
+    error = text_of(data, "error_message", "error")
+    if text_of(data, "file_path"):  # afterFileEdit
         return replace(base, tool_name="Edit", tool_input={"file_path": _absolute(data["file_path"], cwd)})
     if "command" in data:  # afterShellExecution
-        command = _text(data, "command")
+        command = text_of(data, "command")
         response = _shell({k: data[k] for k in ("output", "exit_code", "exitCode") if k in data}, error)
         return replace(base, tool_name="Bash", tool_input={"command": command}, tool_response=response, error=error)
-    tool, tool_input = _text(data, "tool_name"), _mapping(data.get("tool_input"))  # postToolUse(Failure)
+    tool, tool_input = text_of(data, "tool_name"), _mapping(data.get("tool_input"))  # postToolUse(Failure)
     if tool == "Shell":
         response = _shell(_mapping(data.get("tool_output")) or data.get("tool_output"), error)
-        command = _text(tool_input, "command")
+        command = text_of(tool_input, "command")
         return replace(base, tool_name="Bash", tool_input={"command": command}, tool_response=response, error=error)
     if tool in _CURSOR_EDIT_TOOLS:
-        path = _absolute(_text(tool_input, "file_path", "path", "target_file"), cwd)
+        path = _absolute(text_of(tool_input, "file_path", "path", "target_file"), cwd)
         return replace(base, tool_name=_CURSOR_EDIT_TOOLS[tool], tool_input={"file_path": path} if path else {})
     return replace(base, tool_name=tool, tool_input=tool_input, error=error)
 
@@ -269,12 +258,12 @@ def _gemini_read(event: str, data: dict[str, Any]) -> HookPayload:
         return payload
     tool_input = payload.tool_input
     if tool != "Bash":
-        path = _absolute(_text(tool_input, "file_path"), payload.cwd)
+        path = _absolute(text_of(tool_input, "file_path"), payload.cwd)
         return replace(payload, tool_name=tool, tool_input={"file_path": path} if path else {})
     response = payload.tool_response if isinstance(payload.tool_response, dict) else {}
-    content = _UNTRUSTED.sub("", _text(response, "llmContent"))
+    content = _UNTRUSTED.sub("", text_of(response, "llmContent"))
     failure = response.get("error")
-    error = _text(failure, "message") or (failure if isinstance(failure, str) else "")
+    error = text_of(failure, "message") or (failure if isinstance(failure, str) else "")
     if not error and (found := _GEMINI_ERROR.search(content)):
         error = found.group(1)
     shaped = _shell(content, error)
@@ -283,7 +272,7 @@ def _gemini_read(event: str, data: dict[str, Any]) -> HookPayload:
     if failure and "exit_code" not in shaped:
         shaped["is_error"] = True
     return replace(
-        payload, tool_name="Bash", tool_input={"command": _text(tool_input, "command")}, tool_response=shaped
+        payload, tool_name="Bash", tool_input={"command": text_of(tool_input, "command")}, tool_response=shaped
     )
 
 

@@ -47,20 +47,26 @@ class HookPayload:
         tool_input = data.get("tool_input")
         return cls(
             event=event,
-            session_id=_text(data, "session_id")[:MAX_ID_CHARS],
-            cwd=_text(data, "cwd"),
-            prompt=_text(data, "prompt"),
-            tool_name=_text(data, "tool_name"),
+            session_id=text_of(data, "session_id")[:MAX_ID_CHARS],
+            cwd=text_of(data, "cwd"),
+            prompt=text_of(data, "prompt"),
+            tool_name=text_of(data, "tool_name"),
             tool_input=tool_input if isinstance(tool_input, dict) else {},
             tool_response=data.get("tool_response"),
-            error=_text(data, "error"),
-            source=_text(data, "source"),
+            error=text_of(data, "error"),
+            source=text_of(data, "source"),
         )
 
 
-def _text(data: dict[str, Any], key: str) -> str:
-    value = data.get(key)
-    return value if isinstance(value, str) else ""
+def text_of(data: Any, *keys: str) -> str:
+    """The first of ``keys`` in ``data`` that holds a non-empty string; "" when none does."""
+    if not isinstance(data, dict):
+        return ""
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
