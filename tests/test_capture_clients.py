@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from mnemo.capture import capture, clients, install
-from mnemo.capture.payload import EVENTS, Project
+from mnemo.capture.names import EVENTS
+from mnemo.capture.payload import Project
 from mnemo.capture.state import Session
 
 ROOT = Path(__file__).resolve().parents[1]

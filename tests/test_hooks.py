@@ -7,6 +7,7 @@ MNEMO_HOME (and HOME, for ~/.claude) in a temporary folder.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ import pytest
 
 from hook_agent import Agent, project
 from local_api import Behaviour, serving
+from mnemo.capture import spool
+from mnemo.capture.names import CLIENT_NAMES
 
 SECRETS = json.loads((Path(__file__).parent / "fixtures" / "hook_secrets.json").read_text(encoding="utf-8"))
 
@@ -35,9 +38,10 @@ def test_garbage_on_stdin_exits_0_with_nothing_on_stdout(agent: Agent, raw: byte
     assert (done.returncode, done.stdout) == (0, "")
 
 
-def test_an_unknown_event_exits_0_and_is_logged(agent: Agent):
+def test_an_unknown_event_is_refused_with_exit_1_naming_the_known_events_on_stderr(agent: Agent):
     done = agent.hook("no-such-event", {"cwd": "/"})
-    assert (done.returncode, done.stdout) == (0, "")
+    assert (done.returncode, done.stdout) == (1, "")  # 1: a failed hook that blocks nothing (2 blocks)
+    assert "unknown event 'no-such-event' (known: session-start, user-prompt-submit," in done.stderr
     assert "unknown event" in (agent.home / "logs" / "mnemo.log").read_text()
 
 
@@ -174,12 +178,25 @@ def test_each_client_captures_a_rule_and_shows_it_at_its_next_session_start(agen
     assert (memory.content, memory.subject, memory.metadata["source"]) == (rule, str(root), client)
 
 
-def test_an_unknown_client_is_logged_and_nothing_is_kept(agent: Agent, tmp_path: Path):
+@pytest.mark.parametrize("arguments", [["--client", "emacs"], ["--client=emacs"]])
+def test_an_unknown_client_is_refused_at_the_command_naming_the_known_clients_and_nothing_is_queued(
+    agent: Agent, tmp_path: Path, arguments: list[str]
+):
     root = project(tmp_path, "shop")
-    done = agent.hook("user-prompt-submit", {"cwd": str(root), "prompt": "We always use tabs."}, client="emacs")
-    assert (done.returncode, done.stdout) == (0, "")
-    assert agent.memories() == []
-    assert "unknown shape (client 'emacs'" in (agent.home / "logs" / "mnemo.log").read_text()
+    call = json.dumps({"session_id": "s1", "cwd": str(root), "prompt": "We always use tabs."}).encode()
+    command = [sys.executable, "-m", "mnemo", "hook", "user-prompt-submit", *arguments]
+    done = subprocess.run(command, input=call, env=agent.env, capture_output=True, text=False, timeout=60)
+    assert (done.returncode, done.stdout) == (1, b"")  # 1: a failed hook that blocks nothing (2 blocks)
+    assert "unknown client 'emacs' (known: claude-code, codex, cursor, gemini)" in done.stderr.decode()
+    assert spool.waiting(agent.home) == []
+    assert not spool.socket_path(agent.home).exists()  # no capture process was started for it
+    assert "unknown client 'emacs'" in (agent.home / "logs" / "mnemo.log").read_text()
+
+
+def test_each_known_client_is_accepted_by_the_command(agent: Agent):
+    for client in CLIENT_NAMES:
+        done = agent.hook("session-start", b"not json", client=client)
+        assert (done.returncode, done.stderr) == (0, ""), client
 
 
 # -- session summaries by the user's chat model, within a budget -----------------------------

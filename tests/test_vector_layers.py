@@ -25,6 +25,7 @@ from mnemo.query import Filters
 from mnemo.search import vector_graph, vector_layers
 from mnemo.search.vector_index import sign_bits
 from mnemo.search.vector_layers import LayeredIndex
+from mnemo.storage.sqlite import SQLiteStorage
 
 THRESHOLD = 60
 TOPICS = ["cello", "sourdough", "kayak", "ramen", "chess", "pottery", "sailing", "tango", "orchids", "kites"]
@@ -247,8 +248,13 @@ def test_closing_the_service_stops_a_snapshot_being_written_and_leaves_nothing_o
     folder = large.searcher.storage.index_folder()
     assert folder is not None and [p.name for p in folder.iterdir() if p.name.startswith(".building")] == []
     assert vector_graph.latest(folder, index.model, index.dimension)[1].seq == first  # type: ignore[index]
-    index.refresh(large.searcher.storage)
-    assert not index._builder.is_alive()  # none started after
+    closed = large.searcher.storage  # refuses any use now: the same store opened again is refreshed from
+    reopened = SQLiteStorage(closed.folder, closed.name)  # type: ignore[attr-defined]
+    try:
+        index.refresh(reopened)
+        assert not index._builder.is_alive()  # none started after
+    finally:
+        reopened.close()
 
 
 @pytest.mark.parametrize("gone", ["keys.npy", "vectors.npy", "graph.usearch"])

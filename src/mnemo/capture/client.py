@@ -13,8 +13,11 @@ may cost. So this command imports only the standard library and does three small
    capture process, and exits: the capture happens a moment later, in that process.
 
 When no capture process runs, it starts one, detached, and the queued calls wait for it (a session
-start waits a moment for it to answer). It always exits 0: what goes wrong is logged to
-``MNEMO_HOME/logs/mnemo.log`` and the agent goes on as if no hook had run.
+start waits a moment for it to answer). It exits 0 whatever happens to a call: what goes wrong is
+logged to ``MNEMO_HOME/logs/mnemo.log`` and the agent goes on as if no hook had run. Only arguments
+it does not know (an event or client misspelled in the hooks' configuration, wrong at every call)
+are refused at once: the reason on stderr, where the client shows a failed hook to the user, and
+exit status 1, which every client reads as a failed hook that blocks nothing (2 would block).
 """
 
 from __future__ import annotations
@@ -24,28 +27,24 @@ import os
 import socket
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from mnemo.capture import spool, switch
+from mnemo.capture.names import CLIENT_NAMES, EVENTS
 from mnemo.capture.redact import redact
 
-EVENTS = (
-    "session-start",
-    "user-prompt-submit",
-    "post-tool-use",
-    "post-tool-use-failure",
-    "stop",
-    "session-end",
-    "pre-compact",
-)
 INJECTING = frozenset({"session-start", "user-prompt-submit"})  # events that may show memories
 CAPTURING = frozenset(EVENTS) - {"session-start"}  # events that may give something to keep
+# The exit status of a call refused for its arguments: Claude Code, Codex, Cursor and Gemini CLI all
+# read a status other than 0 and 2 as a hook that failed without blocking; 2 blocks a prompt or a tool.
+REFUSED = 1
 USAGE = (
-    "usage: mnemo hook EVENT [--client claude-code|codex|cursor|gemini]\n"
+    f"usage: mnemo hook EVENT [--client {'|'.join(CLIENT_NAMES)}]\n"
     f"  Run by a coding agent's hooks with its JSON on stdin. EVENT: {', '.join(EVENTS)}.\n"
-    "  (the capture process reads each client's own events and fields; an unknown client is logged)\n"
-    "  Always exits 0; what goes wrong is logged, never shown to the agent.\n"
+    "  An unknown EVENT or client is refused: exit 1, the reason on stderr (the agent goes on).\n"
+    "  Otherwise it exits 0; what goes wrong is logged, never shown to the agent.\n"
 )
 
 # Fields that name where the agent works, never hold a secret and must stay intact (the project is
@@ -62,16 +61,23 @@ CONNECT_TIMEOUT_S = 0.5
 
 
 def main(argv: list[str]) -> int:
-    """Run one hook call; always 0 (help asked: the usage, also 0)."""
+    """Run one hook call: 0 (help asked: the usage, also 0), or ``REFUSED`` for arguments it does
+    not know."""
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
         return 0
+    try:
+        event, client = _arguments(argv)
+    except ValueError as exc:
+        sys.stderr.write(f"mnemo hook: {exc}; nothing was captured\n")
+        with suppress(Exception):  # the refusal is on stderr already; the log keeps a copy
+            _log(spool.mnemo_home(), f"mnemo hook {' '.join(argv)}: {exc}; refused")
+        return REFUSED
     try:
         home = spool.mnemo_home()
     except Exception:  # no home to log in: nothing can be done, quietly
         return 0
     try:
-        event, client = _arguments(argv)
         output = _run(home, event, client, sys.stdin.buffer.read(MAX_STDIN_BYTES))
         if output:
             sys.stdout.write(output + "\n")
@@ -83,6 +89,8 @@ def main(argv: list[str]) -> int:
 
 
 def _arguments(argv: list[str]) -> tuple[str, str]:
+    """The event and client the arguments name; ``ValueError`` naming the known ones when they
+    name another."""
     event, rest = argv[0], argv[1:]
     client = "claude-code"
     if rest[:1] == ["--client"] and len(rest) == 2:
@@ -90,9 +98,11 @@ def _arguments(argv: list[str]) -> tuple[str, str]:
     elif len(rest) == 1 and rest[0].startswith("--client="):
         client = rest[0].partition("=")[2]
     elif rest:
-        raise ValueError(f"unexpected arguments {rest}")
+        raise ValueError(f"unexpected arguments {rest} (usage: mnemo hook EVENT [--client NAME])")
     if event not in EVENTS:
         raise ValueError(f"unknown event {event!r} (known: {', '.join(EVENTS)})")
+    if client not in CLIENT_NAMES:
+        raise ValueError(f"unknown client {client!r} (known: {', '.join(CLIENT_NAMES)})")
     return event, client
 
 

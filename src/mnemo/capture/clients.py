@@ -47,9 +47,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mnemo.bounds import MAX_ID_CHARS
-from mnemo.capture.payload import EVENTS, HookPayload, text_of
-
-CLIENT_NAMES = ("claude-code", "codex", "cursor", "gemini")
+from mnemo.capture.names import CLIENT_NAMES, EVENTS
+from mnemo.capture.payload import HookPayload, text_of
 
 
 @dataclass(frozen=True, slots=True)

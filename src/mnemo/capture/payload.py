@@ -17,21 +17,10 @@ from typing import Any
 
 from mnemo.bounds import MAX_ID_CHARS, MAX_SUBJECT_CHARS
 
-# The `mnemo hook EVENT` names and the Claude Code events they stand for.
-EVENTS = {
-    "session-start": "SessionStart",
-    "user-prompt-submit": "UserPromptSubmit",
-    "post-tool-use": "PostToolUse",
-    "post-tool-use-failure": "PostToolUseFailure",
-    "stop": "Stop",
-    "session-end": "SessionEnd",
-    "pre-compact": "PreCompact",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class HookPayload:
-    event: str  # one of EVENTS' keys
+    event: str  # one of names.EVENTS' keys
     session_id: str = ""
     cwd: str = ""
     prompt: str = ""

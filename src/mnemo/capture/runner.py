@@ -23,7 +23,8 @@ from mnemo.app import open_service
 from mnemo.capture import capture, clients, inject, state, switch
 from mnemo.capture.capture import Note
 from mnemo.capture.llm_summary import SummaryWriter
-from mnemo.capture.payload import EVENTS, HookPayload, Project
+from mnemo.capture.names import EVENTS
+from mnemo.capture.payload import HookPayload, Project
 from mnemo.config import Settings
 from mnemo.engine.service import MemoryService
 from mnemo.errors import NotFound

@@ -23,7 +23,9 @@ def hook_command(arguments: tuple[str, ...]) -> None:
     """Run a hook: EVENT [--client NAME], the client's JSON on stdin (what `mnemo hooks install` sets up).
 
     EVENT is one of: session-start, user-prompt-submit, post-tool-use, post-tool-use-failure, stop,
-    session-end, pre-compact. It always exits 0; what goes wrong is logged, never shown to the agent.
+    session-end, pre-compact; NAME one of claude-code, codex, cursor, gemini. Another EVENT or NAME is
+    refused: exit 1, the reason on stderr. Otherwise it exits 0; what goes wrong is logged, never shown
+    to the agent.
     `python -m mnemo hook ...` (what the installed hooks run) starts faster than the `mnemo` script.
     """
     from mnemo.capture.client import main

@@ -5,7 +5,9 @@ thread that made them); WAL lets readers run beside one writer; every write is a
 ``BEGIN IMMEDIATE`` transaction (in ``batch()``, a savepoint of one), so two processes never both
 read-then-upgrade and deadlock; ``busy_timeout`` makes a writer wait for another instead of
 failing, and if the store stays busy past it the caller gets ``Locked``, never a raw "database is
-locked".
+locked". ``close()`` may come from any thread while others still read: it interrupts the statements
+in flight and waits for them to leave before it closes a connection (closing one under a running
+statement crashed the interpreter), and any use after it is a ``StorageError``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite_files import DB_FILENAME
 from mnemo.storage.sqlite_schema import CHANGE_COUNTER, CHANGE_NUMBERING, ENTRY_COUNTER, MIGRATIONS
 
+CLOSE_WAIT_S = 5.0  # how long close() waits for the statements it interrupted to stop
+INTERRUPT_EVERY_S = 0.01  # while it waits, interrupted again: a statement started since is stopped too
 RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (see sqlite_text.ranked_matches)
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
@@ -67,6 +71,9 @@ class SQLiteStorage(SQLStore):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._in_use: dict[sqlite3.Connection, int] = {}  # connection -> its thread's blocks in flight
+        self._left = threading.Condition(self._lock)  # notified when a connection's last block ends
+        self._closed = False
         self._refusal: MnemoError | None = None
         folder.mkdir(parents=True, exist_ok=True)
         try:
@@ -90,8 +97,7 @@ class SQLiteStorage(SQLStore):
         existed = self.path.is_file()
         with self._translated():
             sqlite_files.create(self.path)
-        db = self._connection()
-        with self._translated():
+        with self._held() as db, self._translated():
             (version,) = db.execute("PRAGMA user_version").fetchone()
         if version > len(MIGRATIONS):
             raise StorageError(
@@ -102,15 +108,54 @@ class SQLiteStorage(SQLStore):
                 supported=len(MIGRATIONS),
             )
         if existed:
-            self._raise_if_damaged(db, version, thorough=False)
-            if version < len(MIGRATIONS):
-                self._write_backup(db, f"before-migration-{version + 1}")
+            with self._held() as db:
+                self._raise_if_damaged(db, version, thorough=False)
+                if version < len(MIGRATIONS):
+                    self._write_backup(db, f"before-migration-{version + 1}")
         self._migrate()
 
     # -- connections and transactions -----------------------------------------------
+    @contextmanager
+    def _held(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, held until the block ends (see ``_take``)."""
+        db = self._take()
+        try:
+            yield db
+        finally:
+            self._give_back(db)
+
+    def _take(self) -> sqlite3.Connection:
+        """This thread's connection, counted in use until ``_give_back`` (uses nest): ``close()``
+        interrupts what runs on it and waits for it to be given back before it closes it. Every
+        statement runs between the two (``_read``, ``_write``, ``_held``)."""
+        db = self._connection()
+        with self._lock:
+            if self._closed:  # closed since the connection was taken
+                raise self._closed_error()
+            self._in_use[db] = self._in_use.get(db, 0) + 1
+        return db
+
+    def _give_back(self, db: sqlite3.Connection) -> None:
+        with self._lock:
+            self._in_use[db] -= 1
+            if not self._in_use[db]:
+                del self._in_use[db]
+                if self._closed:  # only close() waits (it set this under the lock first)
+                    self._left.notify_all()
+                    if db in self._connections:  # close() stopped waiting for it
+                        self._connections.remove(db)
+                        with suppress(sqlite3.Error):
+                            db.close()
+
+    def _closed_error(self) -> StorageError:
+        return StorageError(f"store {self.name!r} is closed", store=self.name)
+
     def _connection(self) -> sqlite3.Connection:
+        """This thread's connection, made at its first use; run statements on it in ``_held()``."""
         if self._refusal is not None:
             raise type(self._refusal)(self._refusal.message, **self._refusal.details)
+        if self._closed:
+            raise self._closed_error()
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
             with self._translated():
@@ -130,9 +175,12 @@ class SQLiteStorage(SQLStore):
                 except sqlite3.Error:
                     db.close()  # e.g. not a database: keep no handle on the file
                     raise
-            self._local.db = db
             with self._lock:
+                if self._closed:  # closed while this one was being made: it must not outlive the store
+                    db.close()
+                    raise self._closed_error()
                 self._connections.append(db)
+            self._local.db = db
         return db
 
     @contextmanager
@@ -143,6 +191,8 @@ class SQLiteStorage(SQLStore):
         except MnemoError:
             raise
         except sqlite3.Error as exc:
+            if self._closed:  # interrupted by close() (SQLITE_INTERRUPT, or a step of it failing)
+                raise self._closed_error() from exc
             code = getattr(exc, "sqlite_errorcode", None)
             if code is not None and code & 0xFF in _BUSY_CODES:
                 raise Locked(f"store {self.name!r} stayed busy for {self._busy_timeout_s:g}s") from exc
@@ -171,18 +221,21 @@ class SQLiteStorage(SQLStore):
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        db = self._connection()
-        with self._translated():
-            batched = getattr(self._local, "batched", False)  # inside batch(): a savepoint of its transaction
-            self._execute_when_free(db, "SAVEPOINT mnemo_write" if batched else "BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK TO mnemo_write" if batched else "ROLLBACK")
-                if batched:
-                    db.execute("RELEASE mnemo_write")
-                raise
-            db.execute("RELEASE mnemo_write" if batched else "COMMIT")
+        db = self._take()
+        try:
+            with self._translated():
+                batched = getattr(self._local, "batched", False)  # inside batch(): a savepoint of its transaction
+                self._execute_when_free(db, "SAVEPOINT mnemo_write" if batched else "BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    db.execute("ROLLBACK TO mnemo_write" if batched else "ROLLBACK")
+                    if batched:
+                        db.execute("RELEASE mnemo_write")
+                    raise
+                db.execute("RELEASE mnemo_write" if batched else "COMMIT")
+        finally:
+            self._give_back(db)
 
     def _execute_when_free(self, db: sqlite3.Connection, statement: str) -> None:
         """Run a statement, retrying while another process holds the lock, up to the busy timeout.
@@ -203,16 +256,19 @@ class SQLiteStorage(SQLStore):
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        db = self._connection()
-        with self._translated():
-            if getattr(self._local, "batched", False):  # already in batch()'s transaction
-                yield db
-                return
-            db.execute("BEGIN")
-            try:
-                yield db
-            finally:
-                db.execute("COMMIT")
+        db = self._take()
+        try:
+            with self._translated():
+                if getattr(self._local, "batched", False):  # already in batch()'s transaction
+                    yield db
+                    return
+                db.execute("BEGIN")
+                try:
+                    yield db
+                finally:
+                    db.execute("COMMIT")
+        finally:
+            self._give_back(db)
 
     def _migrate(self) -> None:
         with self._write() as db:
@@ -234,11 +290,29 @@ class SQLiteStorage(SQLStore):
             return [name for (name,) in db.execute("SELECT name FROM migrations ORDER BY rowid")]
 
     def close(self) -> None:
+        """Close every connection, from any thread; a second call does nothing.
+
+        A statement still running on a connection (another thread's search) is interrupted, and
+        that thread gets a ``StorageError``; the connection is closed once its block ended, waited
+        for ``CLOSE_WAIT_S`` at most (past that, or when it is this thread's own, its thread closes
+        it as the block ends). A use after this is a ``StorageError``.
+        """
         with self._lock:
-            for db in self._connections:
+            if self._closed:
+                return
+            self._closed = True
+            own = getattr(self._local, "db", None)  # busy here only if close() is called inside a block
+            deadline = time.monotonic() + CLOSE_WAIT_S
+            while busy := [db for db in self._in_use if db is not own]:
+                for db in busy:
+                    db.interrupt()
+                if time.monotonic() >= deadline:
+                    break
+                self._left.wait(min(INTERRUPT_EVERY_S, max(0.0, deadline - time.monotonic())))
+            for db in [db for db in self._connections if db not in self._in_use]:
                 with suppress(sqlite3.Error):
                     db.close()
-            self._connections.clear()
+                self._connections.remove(db)
         self._local = threading.local()
 
     # -- single memories (the rest in SQLStore) ---------------------------------------------
@@ -300,8 +374,8 @@ class SQLiteStorage(SQLStore):
         # The write-ahead log still holds the deleted pages until a checkpoint copies it back and
         # truncates it. Best effort: a reader in another process may hold the log, and then the
         # next automatic checkpoint overwrites it.
-        with self._translated():
-            self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        with self._held() as db, self._translated():
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # -- paths (spec 002) ------------------------------------------------------------------
     def path_level(self, prefix: str, filters: Filters) -> tuple[list[Memory], dict[str, int]]:
@@ -436,9 +510,8 @@ class SQLiteStorage(SQLStore):
 
         Waits at most ``timeout_s``, and never longer than the store's own busy timeout.
         """
-        db = self._connection()
         wait_ms = int(min(timeout_s, self._busy_timeout_s) * 1000)
-        with self._translated():
+        with self._held() as db, self._translated():
             db.execute(f"PRAGMA busy_timeout = {wait_ms}")
             try:
                 db.execute("BEGIN IMMEDIATE")
@@ -479,11 +552,11 @@ class SQLiteStorage(SQLStore):
             newest = sqlite_files.backups(self.folder)[-1:]
             if newest and min_interval_s and time.time() - newest[0].stat().st_mtime < min_interval_s:
                 return None
-            db = self._connection()
-            with self._translated():
-                (version,) = db.execute("PRAGMA user_version").fetchone()
-            self._raise_if_damaged(db, version, thorough=False)
-            return self._write_backup(db, reason).name
+            with self._held() as db:
+                with self._translated():
+                    (version,) = db.execute("PRAGMA user_version").fetchone()
+                self._raise_if_damaged(db, version, thorough=False)
+                return self._write_backup(db, reason).name
 
     def _write_backup(self, db: sqlite3.Connection, reason: str) -> Path:
         with self._translated():
