@@ -24,6 +24,9 @@ Two rankings are measured on the same store:
   not undone. The default pass runs first on each store; the relevance pass after it is not
   affected by the access counts, because its access weight is 0.
 
+After the headline, the reliability curve of relevance (``reliability.py``): per band of relevance,
+the share of returned hits that are right answers.
+
 Beside them, per kind, the two baselines every rule of the ranking must beat
 (``recall_baselines.py``), on the same store, among the memories a query's filters allow:
 "cosine only" (the query's embedding against every memory's stored vector, same model, exact, no
@@ -78,6 +81,8 @@ from mnemo.search import ranking
 if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by its path (the tests): its siblings too
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recall_baselines import Ranking, bm25_only, cosine_only
+from reliability import curve
+from reliability import table as reliability_table
 
 LIMIT = 10
 CUTOFFS = (1, 5, 10)
@@ -442,6 +447,10 @@ def report_json(run: Run) -> dict[str, Any]:
         "category_confusion": category.confusion,
         "category_map": {k: v for k, v in CATEGORY_MAP.items() if k != v},
         "negative_threshold": NEGATIVE_THRESHOLD,
+        "reliability": [
+            {"low": b.low, "high": b.high, "hits": b.hits, "share_right": _rounded(b.share_right)}
+            for b in curve(run.relevance)
+        ],
         "seconds": round(run.seconds, 2),
         "default_weights": ranking_json(run.default, f"profile default ({describe(DEFAULT_WEIGHTS)})", category),
         "cosine_only": ranking_json(run.cosine, "cosine only, same model, no rules", category) if run.cosine else None,
@@ -479,6 +488,8 @@ def report_table(run: Run) -> str:
         f"load: {rate:.0f} memories/s; whole run {run.seconds:.1f} s",
         "",
         *metrics_table(f"Relevance only ({describe(RELEVANCE_ONLY)}) - headline", run.relevance),
+        "",
+        *reliability_table(run.relevance),
         "",
         *metrics_table(
             f"Default weights ({describe(DEFAULT_WEIGHTS)}); queries not independent (access counts)", run.default

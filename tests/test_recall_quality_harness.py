@@ -254,3 +254,16 @@ def test_extra_queries_join_the_haystack_they_name(data_file: Path, tmp_path: Pa
     )  # fmt: skip
     report = json.loads(done.stdout)
     assert report["queries"] == 3  # q3 and q5, and x1 asked in h2
+
+
+def test_the_reliability_curve_counts_the_answerable_queries_hits_by_band_of_relevance():
+    import reliability  # beside the harness, which put its folder on the path
+
+    outcomes = [
+        rq.Outcome("q1", "paraphrase", ("a",), ("a", "b", "c"), (0.95, 0.9, 0.2), 1.0),
+        rq.Outcome("q2", "paraphrase", ("d",), ("e", "d"), (0.75, 0.7), 1.0),
+        rq.Outcome("q3", "negative", (), ("f",), (0.99,), 1.0),  # no right answer: not counted
+    ]
+    bands = {(band.low, band.high): (band.hits, band.right) for band in reliability.curve(outcomes)}
+    assert bands == {(0.0, 0.3): (1, 0), (0.3, 0.5): (0, 0), (0.5, 0.7): (0, 0), (0.7, 0.9): (2, 1), (0.9, 1.0): (2, 1)}
+    assert "0.7-0.9         2  0.500" in "\n".join(reliability.table(outcomes))

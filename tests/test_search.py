@@ -20,7 +20,7 @@ from mnemo.engine.service import MemoryService
 from mnemo.errors import Duplicate, EmbeddingError
 from mnemo.model import Context
 from mnemo.query import Filters
-from mnemo.search.searcher import HYBRID, REPLY_SHARE, REPLY_WITHIN
+from mnemo.search.searcher import HYBRID, PASSAGE, REPLY_SHARE, REPLY_WITHIN
 from mnemo.search.words import search_terms
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
@@ -455,3 +455,18 @@ def test_storage_gives_the_next_memories_of_a_session_in_the_order_they_were_mad
 def test_a_search_for_matching_memories_leaves_the_followers_out(hybrid: MemoryService):
     question = _conversation(hybrid, "autumn chat", TURNS)[0]
     assert [m.id for m in hybrid.query(search="paint autumn exhibition").memories] == [question]
+
+
+def test_a_long_memory_earns_the_word_credit_of_one_paragraph_of_it(hybrid: MemoryService):
+    short = hybrid.store("Always run the tests with pytest before a release").memory.id
+    filler = " ".join(f"Step {i}: the build copies assets, renders pages and checks links." for i in range(40))
+    long = hybrid.store(f"Run the tests with pytest before a release. {filler}").memory.id
+    length = len(hybrid.get(long).content)
+    assert length > 4 * PASSAGE
+    found = hybrid.searcher.find(
+        "pytest release tests", ["pytest", "release", "tests"], Filters(now=hybrid.clock.now()), 50
+    )
+    text = {c.memory_id: c.text for c in found.candidates}
+    # Both hold every query word; the long one's BM25 alone would be near the short one's.
+    assert text[short] == pytest.approx(1.0)
+    assert 0 < text[long] <= PASSAGE / length

@@ -134,6 +134,7 @@ class TextHit:
     memory_id: str
     key: int  # the memory's storage key
     score: float  # BM25, higher is better
+    length: int  # the memory's content, in characters
 
 
 @dataclass(frozen=True, slots=True)

@@ -324,8 +324,7 @@ class PostgresStorage(SQLStore):
         where, params = sql.where(filters, self._dialect)
         with self._read() as db:
             cap, scope = max(RANKED_MATCHES, 3 * limit), postgres_text.scope_of(filters)
-            found = postgres_text.search(db, self._words, terms, where, params, limit, cap, scope)
-        return [TextHit(memory_id, key, score) for memory_id, key, score in found]
+            return postgres_text.search(db, self._words, terms, where, params, limit, cap, scope)
 
     # -- vectors -----------------------------------------------------------------------
     def reset_vectors(self, model: str) -> None:

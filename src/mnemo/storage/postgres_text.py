@@ -37,7 +37,7 @@ from typing import Any
 import psycopg
 
 from mnemo.model import READABLE_BY_ALL
-from mnemo.query import Filters
+from mnemo.query import Filters, TextHit
 from mnemo.storage import sql
 from mnemo.storage.postgres_schema import READERS, TOKENS, WORDS_CONFIG
 
@@ -213,8 +213,8 @@ def search(
     limit: int,
     cap: int,
     scope: tuple[str, list[Any]] | None = None,
-) -> list[tuple[str, int, float]]:
-    """The best ``limit`` matches that pass the filters (``where`` over ``m``): id, key, BM25. With a
+) -> list[TextHit]:
+    """The best ``limit`` matches that pass the filters (``where`` over ``m``). With a
     ``scope`` (``scope_of`` the filters), the newest matches of common terms are the newest in it."""
     lexemes = lexemes_of(db, terms)
     if not lexemes:
@@ -259,7 +259,10 @@ def search(
     # The scored matches (a few hundred) are checked against the filters by their keys, in a
     # statement of their own: in one with the scoring, the planner hashed every memory the filters
     # keep (a scan of the store) whenever its row estimates were off.
-    passing = db.execute(f"SELECT m.id, m.rowid FROM memories m WHERE m.rowid = ANY(%s) AND {where}",
-                         [list(scores), *params]).fetchall()  # fmt: skip
-    ranked = sorted(((float(scores[key]), key, memory_id) for memory_id, key in passing), reverse=True)
-    return [(memory_id, key, score) for score, key, memory_id in ranked[:limit]]  # best first, then newest
+    passing = db.execute(
+        f"SELECT m.id, m.rowid, length(m.content) FROM memories m WHERE m.rowid = ANY(%s) AND {where}",
+        [list(scores), *params],
+    ).fetchall()
+    # Best first, then newest.
+    ranked = sorted(((float(scores[key]), key, memory_id, length) for memory_id, key, length in passing), reverse=True)
+    return [TextHit(memory_id, key, score, length) for score, key, memory_id, length in ranked[:limit]]

@@ -105,11 +105,11 @@ def search(db: sqlite3.Connection, terms: Sequence[str], filters: Filters, limit
         if hits is not None:
             return hits
     rows = db.execute(
-        f"SELECT m.id, m.rowid, r.score FROM ({ranked}) AS r JOIN memories m ON m.rowid = r.rowid"
+        f"SELECT m.id, m.rowid, r.score, length(m.content) FROM ({ranked}) AS r JOIN memories m ON m.rowid = r.rowid"
         f" WHERE {where} ORDER BY r.score DESC LIMIT ?",
         [*ranked_params, *params, limit],
     ).fetchall()
-    return [TextHit(memory_id, key, score) for memory_id, key, score in rows]
+    return [TextHit(memory_id, key, score, length) for memory_id, key, score, length in rows]
 
 
 def _best_then_filter(
@@ -126,11 +126,11 @@ def _best_then_filter(
         f"SELECT rowid, score FROM ({ranked}) ORDER BY score DESC LIMIT ?", [*ranked_params, window]
     ).fetchall()
     scores = dict(best)
-    found = passing(db, list(scores), where, params)
+    found = passing(db, list(scores), where, params, "m.rowid, m.id, length(m.content)")
     if len(found) < limit and len(best) == window:
         return None
-    ranked_hits = sorted(((scores[key], key, memory_id) for key, memory_id in found), reverse=True)
-    return [TextHit(memory_id, key, score) for score, key, memory_id in ranked_hits[:limit]]
+    ranked_hits = sorted(((scores[key], key, memory_id, length) for key, memory_id, length in found), reverse=True)
+    return [TextHit(memory_id, key, score, length) for score, key, memory_id, length in ranked_hits[:limit]]
 
 
 def passing(
