@@ -11,7 +11,7 @@ import logging
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from mnemo.clock import Clock
 from mnemo.config import Settings
@@ -25,6 +25,9 @@ from mnemo.search.enrich import CategoryDetector
 from mnemo.storage import Storage, sqlite_files
 from mnemo.storage.sql_store import SQLStore
 from mnemo.storage.sqlite import SQLiteStorage
+
+if TYPE_CHECKING:
+    from mnemo.storage.postgres import PostgresStorage  # imported when a store is in PostgreSQL
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +67,29 @@ def make_embedder(settings: Settings) -> Embedder | None:
 def open_storage(settings: Settings, folder: Path, name: str) -> Storage:
     """The store's backend: its schema in the PostgreSQL database of MNEMO_DATABASE_URL, else SQLite in its folder."""
     if settings.database_url:
-        from mnemo.storage.postgres import PostgresStorage
-
         folder.mkdir(parents=True, exist_ok=True)  # its archive files and shared-space backups stay local
-        return PostgresStorage(settings.database_url, name, settings.database_pool_size, settings.busy_timeout_s)
+        return _postgres(settings, settings.database_url, name)
     return SQLiteStorage(folder, name, settings.busy_timeout_s)
+
+
+def _postgres(settings: Settings, url: str, name: str) -> PostgresStorage:
+    from mnemo.storage.postgres import PostgresStorage
+
+    return PostgresStorage(
+        url,
+        name,
+        settings.database_pool_size,
+        settings.busy_timeout_s,
+        statement_timeout_s=settings.database_statement_timeout_s,
+        pool_timeout_s=settings.database_pool_timeout_s,
+    )
 
 
 def open_storage_at(settings: Settings, location: str, name: str) -> SQLStore:
     """A store by where it is: ``sqlite:PATH`` (a store's folder, or the memory.db in it) or a
     ``postgresql://`` URL (the store ``name`` in that database). For ``mnemo migrate``."""
     if location.startswith(("postgresql://", "postgres://")):
-        from mnemo.storage.postgres import PostgresStorage
-
-        return PostgresStorage(location, name, settings.database_pool_size, settings.busy_timeout_s)
+        return _postgres(settings, location, name)
     if not location.startswith("sqlite:"):
         raise InvalidInput(f"{location!r} is neither sqlite:PATH nor a postgresql:// URL", location=location)
     path = Path(location.removeprefix("sqlite:")).expanduser()

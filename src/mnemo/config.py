@@ -52,6 +52,22 @@ class Settings(BaseSettings):
     database_wait_s: float = Field(
         120.0, ge=0, description="PostgreSQL: how long `mnemo serve` started before its database waits for it."
     )
+    database_statement_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="PostgreSQL: longest one SQL statement of a call may run (statement_timeout) before the call "
+        "fails with STATEMENT_TIMEOUT, retryable, its write rolled back; keep it above MNEMO_BUSY_TIMEOUT_S so that "
+        "a wait for another writer is told as locked first. Schema migrations, reindex's deletion of the old "
+        "vectors and the ANALYZE after a bulk write run without it.",
+    )
+    database_pool_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        le=3600,
+        description="PostgreSQL: how long a call waits for a free pooled connection before it fails as locked; "
+        "unset: MNEMO_BUSY_TIMEOUT_S.",
+    )
     recency_half_life_days: float = Field(
         30.0, gt=0, description="Age at which a memory's recency score has fallen to 0.5."
     )

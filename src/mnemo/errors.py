@@ -29,6 +29,8 @@ these, once each, into their spec's error shape. Storage adapters map driver err
     ├── CorruptedData       CORRUPTED_DATA      the store failed its integrity check
     ├── StorageError        STORAGE_ERROR       the store could not be read or written
     │   └── Unavailable     STORE_UNAVAILABLE   its database cannot be reached: retry later (503)
+    │       └── TimedOut    STATEMENT_TIMEOUT   a statement ran past the database's statement timeout; its
+    │                                           write was rolled back: retry later (503)
     └── QuotaExceeded ─ ArchiveQuotaExceeded  ARCHIVE_QUOTA_EXCEEDED  the archive holds its configured maximum
 """
 
@@ -164,6 +166,15 @@ class Unavailable(StorageError):
 
     code = "STORE_UNAVAILABLE"
     RETRY_AFTER_S = 5
+
+
+class TimedOut(Unavailable):
+    """A statement ran past the database's statement timeout (PostgreSQL ``statement_timeout``): it
+    was cancelled and its write rolled back. The database is there but too slow for now (overloaded,
+    or a call that reads a great deal), so profiles answer as for ``Unavailable``: retry later; never
+    "locked" (a wait for another writer is ``Locked``), nor an internal error."""
+
+    code = "STATEMENT_TIMEOUT"
 
 
 def reason_of(exc: BaseException) -> str:

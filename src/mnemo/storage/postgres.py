@@ -8,7 +8,11 @@ computed from (a concurrent save waits on the row, then finds another version: `
 entry numbers come from one row of ``settings`` updated in the inserting transaction (its row lock
 orders the writers of every process); a check for the same content takes an advisory lock on
 that content first. ``lock_timeout`` is the busy timeout: a writer kept waiting past it, or a
-caller left without a connection that long, gets ``Locked``.
+caller left without a connection for the pool timeout (the busy timeout unless set), gets
+``Locked``. Each connection's ``statement_timeout`` bounds one statement: past it PostgreSQL cancels
+the statement (its transaction rolls back) and the caller gets ``TimedOut``, retryable. Maintenance
+that legitimately runs longer opts out (``_unbounded``: reindex's deletions, ANALYZE); the schema's
+migrations run on a connection of their own, outside the pool, without it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from psycopg import sql as pgsql
 from psycopg.pq import TransactionStatus
 
 from mnemo.bounds import as_utc
-from mnemo.errors import InvalidInput, Locked, MnemoError, StorageError, Unavailable
+from mnemo.errors import InvalidInput, Locked, MnemoError, StorageError, TimedOut, Unavailable
 from mnemo.model import Change, Memory
 from mnemo.query import Filters, StoredText, TextHit
 from mnemo.storage import (
@@ -55,6 +59,11 @@ from mnemo.storage.sql_store import SQLStore
 
 PROBE_TIMEOUT_S = 2  # how long a connection that tells "busy" from "unreachable" may take to open
 RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (as in sqlite.py)
+
+
+def _milliseconds(seconds: float) -> int:
+    """A timeout for SET, at least 1 ms: 0 would mean none."""
+    return max(1, int(seconds * 1000))
 
 
 def _dialect(server_version: int) -> sql.Dialect:
@@ -96,11 +105,21 @@ class PostgresStorage(SQLStore):
     _jobs: ClassVar[Any] = postgres_ledgers
     _requests: ClassVar[Any] = postgres_ledgers
 
-    def __init__(self, url: str, name: str = "default", pool_size: int = 5, busy_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        name: str = "default",
+        pool_size: int = 5,
+        busy_timeout_s: float = 30.0,
+        statement_timeout_s: float = 60.0,
+        pool_timeout_s: float | None = None,
+    ) -> None:
         self.name = name
         self.schema = schema_name(name)
         self._url = url
         self._busy_timeout_s = busy_timeout_s
+        self._statement_timeout_s = statement_timeout_s
+        self._pool_timeout_s = busy_timeout_s if pool_timeout_s is None else pool_timeout_s
         self._words = postgres_text.WordStats(self._read)
         self._local = threading.local()  # batch()'s connection, by thread
         try:
@@ -123,7 +142,7 @@ class PostgresStorage(SQLStore):
             max_size=max(1, pool_size),
             kwargs={"autocommit": True},
             configure=self._configure,
-            timeout=busy_timeout_s,
+            timeout=self._pool_timeout_s,
             name=f"mnemo-{name}",
             open=True,
         )
@@ -131,7 +150,8 @@ class PostgresStorage(SQLStore):
     def _configure(self, db: psycopg.Connection) -> None:
         db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(self.schema)))
         db.execute("SET TIME ZONE 'UTC'")
-        db.execute(f"SET lock_timeout = {int(self._busy_timeout_s * 1000)}")
+        db.execute(f"SET lock_timeout = {_milliseconds(self._busy_timeout_s)}")
+        db.execute(f"SET statement_timeout = {_milliseconds(self._statement_timeout_s)}")
         register_vector(db)
 
     # -- connections and transactions -----------------------------------------------
@@ -144,10 +164,12 @@ class PostgresStorage(SQLStore):
             raise
         except psycopg_pool.PoolTimeout as exc:  # every connection busy, or none can be made
             if self._reachable():
-                raise Locked(f"store {self.name!r} stayed busy for {self._busy_timeout_s:g}s") from exc
+                raise Locked(f"store {self.name!r} stayed busy for {self._pool_timeout_s:g}s") from exc
             raise self._unavailable() from exc
-        except (errors.LockNotAvailable, errors.QueryCanceled) as exc:
+        except errors.LockNotAvailable as exc:  # lock_timeout
             raise Locked(f"store {self.name!r} stayed busy for {self._busy_timeout_s:g}s") from exc
+        except errors.QueryCanceled as exc:  # statement_timeout (or an operator's pg_cancel_backend)
+            raise self._timed_out() from exc
         except psycopg.OperationalError as exc:  # the connection failed or the server shut it down
             raise self._unavailable(exc) from exc
         except psycopg.Error as exc:
@@ -165,6 +187,16 @@ class PostgresStorage(SQLStore):
         wait = Unavailable.RETRY_AFTER_S
         message = f"store {self.name!r}: its PostgreSQL database cannot be reached{why}; retry in {wait} s"
         return Unavailable(message, store=self.name, retry_after=wait)
+
+    def _timed_out(self) -> TimedOut:
+        wait = Unavailable.RETRY_AFTER_S
+        return TimedOut(
+            f"store {self.name!r}: a statement ran past the {self._statement_timeout_s:g} s statement timeout and"
+            f" was cancelled, its write rolled back; retry in {wait} s",
+            store=self.name,
+            timeout_s=self._statement_timeout_s,
+            retry_after=wait,
+        )
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -236,6 +268,15 @@ class PostgresStorage(SQLStore):
 
     def _write(self) -> AbstractContextManager[psycopg.Connection]:
         return self._tx()
+
+    @contextmanager
+    def _unbounded(self) -> Iterator[psycopg.Connection]:
+        """A transaction whose statements run without the statement timeout: maintenance an operator
+        or a bulk write asked for, which a large store makes longer than any call (deleting every
+        vector for a reindex, ANALYZE). In batch(), for the rest of the batch's transaction."""
+        with self._tx() as db:
+            db.execute("SET LOCAL statement_timeout = 0")
+            yield db
 
     # -- single memories (the rest in SQLStore) ---------------------------------------------
     def _same_contents(self, db: psycopg.Connection, new: Sequence[tuple[Memory, datetime]]) -> list[str | None]:
@@ -329,7 +370,7 @@ class PostgresStorage(SQLStore):
     # -- vectors -----------------------------------------------------------------------
     def reset_vectors(self, model: str) -> None:
         """Forget every vector and record which model the next ones come from."""
-        with self._tx() as db:
+        with self._unbounded() as db:
             db.execute("DELETE FROM vector_signs")  # first: else each vector's deletion looks for its row
             db.execute("DELETE FROM vectors")
             unfix_dimension(db)
@@ -361,7 +402,7 @@ class PostgresStorage(SQLStore):
         a list by importance sorted all of them (6.5 ms) instead of walking its index (1.1 ms), and a
         word search's choice between fetching its matches and walking the store reads the same
         statistics (``postgres_text``). ~0.2 s at 10,000 memories: ANALYZE reads a sample."""
-        with self._tx() as db:
+        with self._unbounded() as db:
             db.execute("ANALYZE memories, vectors, memory_tags")
 
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
@@ -434,7 +475,7 @@ class PostgresStorage(SQLStore):
         wait_ms = int(min(timeout_s, self._busy_timeout_s) * 1000)
         with (
             self._translated(),
-            self._pool.connection(timeout=min(timeout_s, self._busy_timeout_s)) as db,
+            self._pool.connection(timeout=min(timeout_s, self._pool_timeout_s)) as db,
             db.transaction(),
         ):
             db.execute(f"SET LOCAL lock_timeout = {wait_ms}")

@@ -128,8 +128,10 @@ class PostgresVectorSearch:
             return found
         with self._connect() as db:
             db.execute(f"SET LOCAL hnsw.ef_search = {ef_search(k, CHECK_BREADTH)}")
+            # The array in binary (%b): psycopg sends a list as text by default, and writing 512
+            # vectors as decimal text took ~180 ms a batch (~0.35 ms a memory of an import), 3 ms so.
             rows = db.execute(
-                "SELECT q.i, n.memory_rowid, n.cosine FROM unnest(%s::vector[]) WITH ORDINALITY AS q(v, i)"
+                "SELECT q.i, n.memory_rowid, n.cosine FROM unnest(%b::vector[]) WITH ORDINALITY AS q(v, i)"
                 " CROSS JOIN LATERAL (SELECT memory_rowid, 1 - (embedding <=> q.v) AS cosine FROM vectors"
                 "  ORDER BY embedding <=> q.v LIMIT %s) n"
                 " WHERE n.cosine >= %s ORDER BY q.i, n.cosine DESC",
