@@ -8,7 +8,9 @@ produced by the input that should produce it, and a rejected or dry-run call cha
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from mcp_calls import structured
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
+from mnemo.embed import Vectors
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.profiles import get_profile
 from mnemo.serve.server import ProfileServer
@@ -309,3 +312,46 @@ async def test_the_lifecycle_tools_are_annotated_as_writes_that_destroy_nothing(
     schema = tools["archive_memory"].input_schema["properties"]
     assert schema["archive_tier"]["enum"] == TIERS and schema["memory_ids"]["maxItems"] == 1000
     assert tools["restore_memory"].input_schema["properties"]["memory_ids"]["maxItems"] == 100
+
+
+class HeldEmbedder(FakeEmbedder):
+    """Holds every batch of documents until released once ``held`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = threading.Event()
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        if self.hold.is_set():
+            self.held.set()
+            self.release.wait(10)
+        return super().embed_documents(texts)
+
+
+async def test_a_server_closed_during_an_expedited_restore_leaves_its_embedding_to_the_next_start(
+    lifecycle_settings: Settings, clock: ManualClock
+):
+    embedder = HeldEmbedder()
+    srv = ProfileServer(get_profile("full"), open_service(lifecycle_settings, clock=clock, embedder=embedder))
+    try:
+        async with connected(srv) as client:
+            memory_id = await store(client, "The Kyoto trip starts on 4 April")
+            await structured(client, "archive_memory", memory_id=memory_id, archive_tier="glacier")
+            embedder.hold.set()
+            await structured(client, "restore_memory", memory_id=memory_id, restore_mode="expedited")
+        assert embedder.held.wait(10)  # the restore's thread is embedding
+    finally:
+        closing_thread = threading.Thread(target=srv.close)
+        closing_thread.start()
+        time.sleep(0.2)  # close() is waiting for, or has closed under, the held thread
+        embedder.release.set()
+        closing_thread.join(10)
+    time.sleep(0.5)  # the restore's thread ends: a warning, not an unhandled exception (errors under pytest)
+    reopened = open_service(lifecycle_settings, clock=clock, embedder=FakeEmbedder())
+    try:
+        reopened.warm_up()
+        assert not reopened.storage.unembedded(10)
+    finally:
+        reopened.close()

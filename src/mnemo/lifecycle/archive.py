@@ -18,6 +18,7 @@ while its content stays in its tier until a full restore).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import zlib
@@ -30,11 +31,21 @@ from mnemo import bounds
 from mnemo.access import rules as access
 from mnemo.access.caller import viewer
 from mnemo.engine.service import MemoryService
-from mnemo.errors import AlreadyActive, AlreadyArchived, ArchiveQuotaExceeded, InvalidInput, NotFound, Unprocessable
+from mnemo.errors import (
+    AlreadyActive,
+    AlreadyArchived,
+    ArchiveQuotaExceeded,
+    InvalidInput,
+    MnemoError,
+    NotFound,
+    Unprocessable,
+)
 from mnemo.lifecycle import archive_files, jobs
 from mnemo.lifecycle.settings import LifecycleSettings
 from mnemo.model import Change, Memory, Status, canonical_category, new_id
 from mnemo.query import Filters, Sort
+
+log = logging.getLogger(__name__)
 
 TIERS = ("cold", "glacier", "deep_archive")
 RESTORE_MODES = ("full", "metadata_only", "expedited")
@@ -340,10 +351,18 @@ class Archiver:
         if not needing:
             return set(), 0.0
         if mode == "expedited":  # searchable by words at once; by meaning when this thread is done
-            threading.Thread(target=self.service.embed_pending, name="mnemo-restore-embed", daemon=True).start()
+            threading.Thread(target=self._embed_pending, name="mnemo-restore-embed", daemon=True).start()
             return set(), round(3.0 * len(needing), 1)  # ~3 ms an embedding on this machine kind
         self.service.embed_pending()
         return {m.id for m in needing}, 0.0
+
+    def _embed_pending(self) -> None:
+        """Embed what waits for a vector, on a thread nobody waits on: a store closed meanwhile (the
+        server stopping) or a failing model leaves the rest to the next start's warm-up."""
+        try:
+            self.service.embed_pending()
+        except MnemoError as exc:
+            log.warning("restored memories left to embed at the next start: %s", exc.message)
 
     # -- measured facts ------------------------------------------------------------------
     def _restore_estimate_ms(self, tier: str) -> float:
