@@ -30,12 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from build_locomo import chosen
+from eval_data import write_eval
 from mnemo.bounds import MAX_CONTENT_CHARS
 
 # The generator's mark ending a user message: "->-> 2,14" (batch, bullet), also "->-> 2,N/A",
@@ -149,15 +149,7 @@ def main() -> None:
         "source": "BEAM (Tavakoli et al.), github.com/mohammadtavakoli78/BEAM; no licence file: not redistributed",
         "haystacks": [h for h, _ in built],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
-    memories = sum(len(h["memories"]) for h in data["haystacks"])
-    queries = sum(len(h["queries"]) for h in data["haystacks"])
-    print(
-        f"{args.out}: {len(built)} chats, {memories} memories, {queries} questions "
-        f"({sum(s for _, s in built)} naming no message of their chat skipped)",
-        file=sys.stderr,
-    )
+    write_eval(args.out, data, f"{sum(s for _, s in built)} naming no message of their chat skipped")
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from eval_data import write_eval
 
 # LoCoMo's QA categories, by the paper's counts (4: 841 single-hop, 1: 282 multi-hop, ...)
 KINDS = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -115,14 +116,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="the eval file to write")
     args = parser.parse_args()
     data, skipped = build(args.source, args.conversations, args.out.stem)
-    args.out.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    memories = sum(len(h["memories"]) for h in data["haystacks"])
-    queries = sum(len(h["queries"]) for h in data["haystacks"])
-    print(
-        f"{args.out}: {len(data['haystacks'])} conversations, {memories} memories, {queries} queries "
-        f"({skipped} without evidence skipped)",
-        file=sys.stderr,
-    )
+    write_eval(args.out, data, f"{skipped} without evidence skipped")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ at two thirds, PostgreSQL is stopped for 5 s and started again.
 Prints per operation p50/p95/p99 (ms) and calls, the failures by kind in each window (before,
 around the kill, around the database's restart, after), then checks the database: every
 acknowledged store is there once, every acknowledged append once, every acknowledged forget
-forgotten.
+forgotten. A write is acknowledged by its answer, or by a retry's IDEMPOTENT_ANSWER_LOST (applied
+by a server that died before keeping the answer).
 """
 
 from __future__ import annotations
@@ -110,9 +111,9 @@ class Cluster:
                     content = f"User {index} note {n} {uuid.uuid4().hex[:12]}: {words} {rng.randrange(10**9)}"
                     answer = await self.send(http, index, "POST", "/api/v1/memories", {"content": content}, True,
                                              operation)  # fmt: skip
-                    if answer is not None and answer.status_code == 201:
-                        self.stored[answer.json()["memory_id"]] = content
-                        own.append(answer.json()["memory_id"])
+                    if answer is not None and (memory_id := _stored_id(answer)):
+                        self.stored[memory_id] = content
+                        own.append(memory_id)
                 elif operation == "recall":
                     query = {"query": f"the {rng.choice(TOPICS)} item", "limit": 5}
                     await self.send(http, index, "POST", "/api/v1/memories/recall", query, False, operation)
@@ -121,14 +122,26 @@ class Cluster:
                     body = {"updates": {"content": line}, "merge_strategy": "append"}
                     answer = await self.send(http, index, "PATCH", f"/api/v1/memories/{memory_id}", body, True,
                                              operation)  # fmt: skip
-                    if answer is not None and answer.status_code == 200:
+                    if answer is not None and (answer.status_code == 200 or _applied(answer)):
                         self.appended[memory_id].append(line)
                 else:
                     memory_id = own.pop(rng.randrange(len(own)))
                     answer = await self.send(http, index, "DELETE", f"/api/v1/memories/{memory_id}", None, True,
                                              operation)  # fmt: skip
-                    if answer is not None and answer.status_code == 200:
+                    if answer is not None and (answer.status_code == 200 or _applied(answer)):
                         self.forgotten.add(memory_id)
+
+
+def _applied(answer: httpx2.Response) -> bool:
+    """A retry told that its call was applied, by a server that died before keeping the answer."""
+    return answer.status_code == 409 and answer.json()["error"]["code"] == "IDEMPOTENT_ANSWER_LOST"
+
+
+def _stored_id(answer: httpx2.Response) -> str | None:
+    """The id of the memory a store made, from its answer or from the refusal of a retry."""
+    if answer.status_code == 201:
+        return str(answer.json()["memory_id"])
+    return str(answer.json()["error"]["details"]["memory_id"]) if _applied(answer) else None
 
 
 def check(cluster: Cluster, url: str) -> list[str]:

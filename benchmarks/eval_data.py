@@ -9,8 +9,11 @@ that reads a folder takes the files named below from it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
 EVAL_DIR_VARIABLE = "MNEMO_EVAL_DIR"
 DEV_SETS = ("agent-memory-dev.json", "locomo-dev.json")
@@ -40,3 +43,13 @@ def required_folder(parser: argparse.ArgumentParser, given: Path | None) -> Path
 def dev_files(folder: Path) -> list[Path]:
     """The dev sets the folder holds."""
     return [folder / name for name in DEV_SETS if (folder / name).is_file()]
+
+
+def write_eval(path: Path, data: dict[str, Any], skipped: str) -> None:
+    """Write a built eval file and say on stderr what it holds (``skipped``: what was left out, and why)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
+    memories = sum(len(h["memories"]) for h in data["haystacks"])
+    queries = sum(len(h["queries"]) for h in data["haystacks"])
+    print(f"{path}: {len(data['haystacks'])} haystacks, {memories} memories, {queries} questions ({skipped})",
+          file=sys.stderr)  # fmt: skip

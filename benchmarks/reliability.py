@@ -12,18 +12,10 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+
+from recall_metrics import Outcome
 
 BANDS = (0.0, 0.3, 0.5, 0.7, 0.9)  # lower edges; the last band runs to 1.0 inclusive
-
-
-class Answered(Protocol):
-    @property
-    def relevant(self) -> tuple[str, ...]: ...
-    @property
-    def ranked(self) -> tuple[str, ...]: ...
-    @property
-    def similarities(self) -> tuple[float, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +30,7 @@ class Band:
         return self.right / self.hits if self.hits else None
 
 
-def curve(outcomes: Sequence[Answered]) -> list[Band]:
+def curve(outcomes: Sequence[Outcome]) -> list[Band]:
     """The returned hits of the queries with a right answer, by relevance band."""
     hits = [0] * len(BANDS)
     right = [0] * len(BANDS)
@@ -53,7 +45,7 @@ def curve(outcomes: Sequence[Answered]) -> list[Band]:
     return [Band(low, high, n, r) for low, high, n, r in zip(BANDS, highs, hits, right, strict=True)]
 
 
-def table(outcomes: Sequence[Answered]) -> list[str]:
+def table(outcomes: Sequence[Outcome]) -> list[str]:
     """The curve as lines of text."""
     lines = ["Reliability of relevance (returned hits of answerable queries, by band)", "band          hits  right"]
     for band in curve(outcomes):

@@ -122,9 +122,16 @@ def store_connection(url: str, store: str = "default") -> psycopg.Connection:
     return db
 
 
+def undo_m013(db: psycopg.Connection) -> None:
+    """Put a store's schema back as migration m012 left it (``db``'s search path on the store's schema):
+    idempotent calls not marked applied."""
+    db.execute("ALTER TABLE idempotent_calls DROP COLUMN applied_to")
+    db.execute("DELETE FROM migrations WHERE name = 'm013_applied_calls'")
+
+
 def undo_m012(db: psycopg.Connection) -> None:
-    """Put a store's schema back as migration m011 left it (``db``'s search path on the store's schema):
-    no change numbers."""
+    """Put a store's schema back as migration m011 left it (m013 undone first): no change numbers."""
+    undo_m013(db)
     db.execute("ALTER TABLE memories DROP COLUMN change_number")  # and its index
     db.execute("DELETE FROM migrations WHERE name = 'm012_change_numbers'")
 

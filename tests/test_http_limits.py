@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from contextlib import suppress
@@ -140,3 +141,46 @@ def test_a_retry_after_the_server_was_killed_mid_call_runs_the_call_once(home: P
             assert again.headers["idempotent-replayed"] == "true" and again.json() == retry.json()
             listed = httpx2.get(f"{restarted.base}/api/v1/memories", headers={"X-API-Key": keys["alice"]}).json()
             assert [m["content"] for m in listed["memories"]] == [note["content"]]
+
+
+async def test_a_call_applied_before_its_server_died_is_refused_on_retry_not_run_again(
+    home: Path, keys: dict[str, str]
+):
+    """The server dies after a write commits and before its answer is kept (a trigger makes keeping
+    any answer fail, then the server is killed): over REST and over MCP, the retry on a restarted
+    server is told the call was applied, and nothing is applied twice."""
+    alice = {"X-API-Key": keys["alice"]}
+    append = {"updates": {"content": "Paid by card."}, "merge_strategy": "append"}
+    mcp_note = "Invoice 94 was paid on Saturday"
+    with serving(home, MNEMO_EMBEDDER="none") as killed:
+        made = httpx2.post(f"{killed.base}/api/v1/memories", json={"content": "Invoice 93 was paid"}, headers=alice)
+        memory_id = made.json()["memory_id"]
+        (database,) = home.rglob("memory.db")
+        with sqlite3.connect(database) as db:
+            db.execute("CREATE TRIGGER lose_answers BEFORE UPDATE OF answer ON idempotent_calls"
+                       " WHEN NEW.answer IS NOT NULL BEGIN SELECT RAISE(ABORT, 'answer lost'); END")  # fmt: skip
+
+        def send_append(base: str) -> httpx2.Response:
+            return httpx2.patch(f"{base}/api/v1/memories/{memory_id}", json=append,
+                                headers=alice | {"X-Idempotency-Key": "rest-1"}, timeout=60)  # fmt: skip
+
+        assert send_append(killed.base).status_code == 500  # applied, but its answer could not be kept
+        with suppress(Exception):  # the answer may reach the client, or the connection drop under it
+            async with killed.client(keys["alice"], headers={"X-Idempotency-Key": "mcp-1"}) as client:
+                await answer(client, "store_memory", content=mcp_note)
+        killed.process.kill()
+        killed.process.wait()
+        with sqlite3.connect(database) as db:
+            db.execute("DROP TRIGGER lose_answers")
+    with serving(home, MNEMO_EMBEDDER="none") as restarted:
+        deadline = time.monotonic() + 45  # the killed server's leases run out within 15 s
+        while (retry := send_append(restarted.base)).json()["error"]["code"] == "CALL_IN_PROGRESS":
+            assert time.monotonic() < deadline, "the killed call's lease never ran out"
+            time.sleep(1.0)
+        assert (retry.status_code, retry.json()["error"]["code"]) == (409, "IDEMPOTENT_ANSWER_LOST")
+        assert memory_id in retry.json()["error"]["message"]
+        async with restarted.client(keys["alice"], headers={"X-Idempotency-Key": "mcp-1"}) as client:
+            refused = await answer(client, "store_memory", content=mcp_note)
+            assert refused["error"]["code"] == "IDEMPOTENT_ANSWER_LOST"
+        listed = httpx2.get(f"{restarted.base}/api/v1/memories", headers=alice).json()["memories"]
+        assert sorted(m["content"] for m in listed) == ["Invoice 93 was paid\nPaid by card.", mcp_note]

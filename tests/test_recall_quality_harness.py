@@ -37,6 +37,7 @@ def _load_harness() -> ModuleType:
 
 
 rq = _load_harness()
+rm = importlib.import_module("recall_metrics")  # beside the harness, on the path it put its folder on
 
 MEMORIES_1 = [
     {"id": "a1", "content": "Noah takes cello lessons.", "subject": "Noah", "category": "skill",
@@ -88,33 +89,33 @@ def _by_id(outcomes: list[Any]) -> dict[str, Any]:
 
 
 def test_a_relevant_memory_ranked_second_gives_mrr_one_half_and_counts_from_recall_at_5():
-    assert rq.recall_at(["b"], ["a", "b", "c"], 1) == 0.0
-    assert rq.recall_at(["b"], ["a", "b", "c"], 5) == 1.0
-    assert rq.reciprocal_rank(["b"], ["a", "b", "c"]) == 0.5
-    assert rq.ndcg_at(["b"], ["a", "b", "c"], 10) == pytest.approx(RANK_2)
+    assert rm.recall_at(["b"], ["a", "b", "c"], 1) == 0.0
+    assert rm.recall_at(["b"], ["a", "b", "c"], 5) == 1.0
+    assert rm.reciprocal_rank(["b"], ["a", "b", "c"]) == 0.5
+    assert rm.ndcg_at(["b"], ["a", "b", "c"], 10) == pytest.approx(RANK_2)
 
 
 def test_recall_at_k_is_the_share_of_relevant_memories_and_ndcg_ideal_caps_at_k():
-    assert rq.recall_at(["a", "b", "c", "d"], ["a", "x", "c"], 10) == 0.5
-    assert rq.reciprocal_rank(["a"], []) == 0.0
-    assert rq.ndcg_at(["a", "b"], ["a", "b"], 10) == 1.0
+    assert rm.recall_at(["a", "b", "c", "d"], ["a", "x", "c"], 10) == 0.5
+    assert rm.reciprocal_rank(["a"], []) == 0.0
+    assert rm.ndcg_at(["a", "b"], ["a", "b"], 10) == 1.0
     # Twelve relevant memories, all ten returned ones relevant: ideal is ten hits, so nDCG is 1.
     many = [f"m{i}" for i in range(12)]
-    assert rq.ndcg_at(many, many[:10], 10) == pytest.approx(1.0)
+    assert rm.ndcg_at(many, many[:10], 10) == pytest.approx(1.0)
 
 
 def test_metrics_average_only_over_queries_with_answers_and_count_rejected_negatives():
     outcomes = [
-        rq.Outcome("q1", "paraphrase", ("b",), ("a", "b"), (1.0, 0.5), 1.0),
-        rq.Outcome("q2", "negative", (), ("c",), (0.69,), 1.0),
-        rq.Outcome("q3", "negative", (), ("c",), (0.7,), 1.0),
-        rq.Outcome("q4", "negative", (), (), (), 1.0),
+        rm.Outcome("q1", "paraphrase", ("b",), ("a", "b"), (1.0, 0.5), 1.0),
+        rm.Outcome("q2", "negative", (), ("c",), (0.69,), 1.0),
+        rm.Outcome("q3", "negative", (), ("c",), (0.7,), 1.0),
+        rm.Outcome("q4", "negative", (), (), (), 1.0),
     ]
-    m = rq.metrics(outcomes)
+    m = rm.metrics(outcomes)
     assert (m.queries, m.answered, m.negatives) == (4, 1, 3)
     assert (m.recall_at_1, m.recall_at_5, m.mrr) == (0.0, 1.0, 0.5)
     assert m.negatives_rejected == pytest.approx(2 / 3)  # 0.69 and nothing are rejected; 0.7 is not
-    assert rq.metrics(outcomes[1:]).recall_at_5 is None
+    assert rm.metrics(outcomes[1:]).recall_at_5 is None
 
 
 def test_category_labels_are_compared_through_the_documented_map_with_confusion_counts():
@@ -150,7 +151,7 @@ def test_a_whole_run_over_two_haystacks_gives_the_metrics_worked_out_by_hand(mon
     assert outcomes["q1"].ranked.index(outcomes["q1"].relevant[0]) == 1  # ranked second
     assert len(outcomes["q2"].ranked) == 1  # the other user's identical memory is filtered out
     assert outcomes["q3"].ranked == ()
-    m = rq.metrics(run.relevance)
+    m = rm.metrics(run.relevance)
     # Answered: q1 (rank 2), q2 (rank 1), q4 (one of two relevant, at rank 1).
     assert m.answered == 3
     assert m.recall_at_1 == pytest.approx((0 + 1 + 0.5) / 3)
@@ -160,9 +161,9 @@ def test_a_whole_run_over_two_haystacks_gives_the_metrics_worked_out_by_hand(mon
     assert m.ndcg_at_10 == pytest.approx((RANK_2 + 1 + 1 / (1 + RANK_2)) / 3)
     # q3 matches no word, so it is rejected; q5 matches "deploy freeze" and counts by its best hit.
     assert outcomes["q3"].rejected
-    q5_rejected = max(outcomes["q5"].similarities, default=0.0) < rq.NEGATIVE_THRESHOLD
+    q5_rejected = max(outcomes["q5"].similarities, default=0.0) < rm.NEGATIVE_THRESHOLD
     assert m.negatives_rejected == (1 + q5_rejected) / 2
-    kinds = rq.by_kind(run.relevance)
+    kinds = rm.by_kind(run.relevance)
     assert kinds["negative"].recall_at_5 is None
     assert kinds["paraphrase"].mrr == pytest.approx((0.5 + 1) / 2)
 
@@ -260,9 +261,9 @@ def test_the_reliability_curve_counts_the_answerable_queries_hits_by_band_of_rel
     import reliability  # beside the harness, which put its folder on the path
 
     outcomes = [
-        rq.Outcome("q1", "paraphrase", ("a",), ("a", "b", "c"), (0.95, 0.9, 0.2), 1.0),
-        rq.Outcome("q2", "paraphrase", ("d",), ("e", "d"), (0.75, 0.7), 1.0),
-        rq.Outcome("q3", "negative", (), ("f",), (0.99,), 1.0),  # no right answer: not counted
+        rm.Outcome("q1", "paraphrase", ("a",), ("a", "b", "c"), (0.95, 0.9, 0.2), 1.0),
+        rm.Outcome("q2", "paraphrase", ("d",), ("e", "d"), (0.75, 0.7), 1.0),
+        rm.Outcome("q3", "negative", (), ("f",), (0.99,), 1.0),  # no right answer: not counted
     ]
     bands = {(band.low, band.high): (band.hits, band.right) for band in reliability.curve(outcomes)}
     assert bands == {(0.0, 0.3): (1, 0), (0.3, 0.5): (0, 0), (0.5, 0.7): (0, 0), (0.7, 0.9): (2, 1), (0.9, 1.0): (2, 1)}

@@ -438,6 +438,8 @@ def as_an_older_mnemo_left_it(settings: Settings, store: str, watermark_key: str
             "ALTER TABLE memories DROP COLUMN change_number",
             "DELETE FROM settings WHERE key IN ('last_change_number', 'change_numbers')",
             "DELETE FROM migrations WHERE name = 'm017_change_numbers'",
+            "ALTER TABLE idempotent_calls DROP COLUMN applied_to",
+            "DELETE FROM migrations WHERE name = 'm018_applied_calls'",
             "PRAGMA user_version = 16",
         ]:
             db.execute(statement)

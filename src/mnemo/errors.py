@@ -105,6 +105,12 @@ class KeyReused(MnemoError):
     code = "IDEMPOTENCY_KEY_REUSED"
 
 
+class AnswerLost(KeyReused):
+    """The call under this key was applied, but its server stopped before keeping its answer."""
+
+    code = "IDEMPOTENT_ANSWER_LOST"
+
+
 class AlreadyInState(MnemoError):
     """The operation would move memories to the state they are in."""
 

@@ -17,6 +17,12 @@ lease that its server renews while it runs: a server that died (SIGKILL, a lost 
 renewing, and once the lease runs out a retry takes the key over and runs the call (one retry: the
 store takes the key over in one statement). A call that gave no answer (an error, a dropped
 connection) frees its key at once.
+
+Exactly once, whenever a server dies: a call's writes mark its key applied in their own transaction
+(``applying``), and a write whose server no longer holds the key fails and writes nothing. A call
+that was applied but whose answer was never kept (its server died between the commit and keeping
+it, or the connection dropped) is not run again: a retry is refused as ``AnswerLost``, naming the
+first memory the call changed.
 """
 
 from __future__ import annotations
@@ -27,14 +33,17 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from mnemo.access.rules import unscoped
 from mnemo.clock import Clock
-from mnemo.errors import CallInProgress, InvalidInput, KeyReused, MnemoError, RateLimited, Unavailable
+from mnemo.errors import AnswerLost, CallInProgress, InvalidInput, KeyReused, MnemoError, RateLimited, Unavailable
 from mnemo.model import new_id
-from mnemo.storage import Storage
+from mnemo.storage import LEASED_CALL, LeasedCall, Storage
 
 log = logging.getLogger("mnemo.request_ledger")  # the name its log lines carry, kept when the module moved
 
@@ -148,11 +157,24 @@ class RequestLedger:
             return None
         if earlier.request_sha256 != digest:
             raise KeyReused(f"idempotency key {key!r} was used for another request", key=key)
+        if earlier.answer is None and earlier.applied_to is not None and (earlier.lease_until or now) <= now:
+            raise AnswerLost(f"the call with idempotency key {key!r} was applied (it changed memory"
+                             f" {earlier.applied_to}) but its server stopped before answering; it is not run"
+                             " again", key=key, memory_id=earlier.applied_to)  # fmt: skip
         if earlier.answer is None:
             wait = max(1, math.ceil(((earlier.lease_until or now) - now).total_seconds()))
             raise CallInProgress(f"the call with idempotency key {key!r} has not answered yet; retry in {wait} s",
                                  key=key, retry_after=wait)  # fmt: skip
         return earlier.answer
+
+    @contextmanager
+    def applying(self, principal: str, key: str) -> Iterator[None]:
+        """Run the call that ``begin`` let through in this block: its writes mark its key applied."""
+        token = LEASED_CALL.set(LeasedCall(principal, key, self.holder, unscoped(self.storage)))
+        try:
+            yield
+        finally:
+            LEASED_CALL.reset(token)
 
     def end(self, principal: str, key: str, answer: str | None) -> None:
         """Keep the call's answer (None: free its key). While the store cannot take it (its database

@@ -99,3 +99,8 @@ class ScopedStorage:
     def get_by_path(self, path: str) -> Memory | None:
         memory = self.inner.get_by_path(path)
         return memory if memory is None or can_read(memory, callers.current()) else None
+
+
+def unscoped(storage: Storage) -> Storage:
+    """The storage itself, out of its ``ScopedStorage`` if it is in one."""
+    return storage.inner if isinstance(storage, ScopedStorage) else storage

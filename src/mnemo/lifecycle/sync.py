@@ -39,7 +39,7 @@ from mnemo.errors import Forbidden, InvalidInput, SyncConflicts, SyncInProgress
 from mnemo.lifecycle import jobs
 from mnemo.model import Memory, Status
 from mnemo.query import Filters, Position, Sort, SortField
-from mnemo.storage import BULK_WRITE
+from mnemo.storage import BULK_WRITE, LEASED_CALL
 
 log = logging.getLogger(__name__)
 SYNC_TYPES = ("full", "incremental", "bidirectional", "push", "pull")
@@ -467,5 +467,6 @@ def run_sync(
             close()
 
     context = contextvars.copy_context()  # the caller (and request id) go with the work
+    context.run(LEASED_CALL.set, None)  # not the call's idempotency key: the call answers before the work ends
     threading.Thread(target=context.run, args=(work,), name=f"mnemo-{job_id}", daemon=True).start()
     return placeholder

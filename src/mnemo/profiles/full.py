@@ -71,6 +71,7 @@ _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
     (errors.SyncConflicts, "SYNC_CONFLICTS", 409),
     (errors.SyncInProgress, "SYNC_IN_PROGRESS", 423),
     (errors.RateLimited, "RATE_LIMIT_EXCEEDED", 429),
+    (errors.AnswerLost, "IDEMPOTENT_ANSWER_LOST", 409),
     (errors.KeyReused, "IDEMPOTENCY_KEY_REUSED", 422),
     (errors.Conflict, "CONCURRENT_MODIFICATION", 409),
     (errors.TooDissimilar, "MEMORIES_TOO_DISSIMILAR", 409),

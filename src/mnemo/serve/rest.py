@@ -154,7 +154,8 @@ class RestApi:
                 return JSONResponse(body, status, {**headers, "Idempotent-Replayed": "true"})
             answer: str | None = None
             try:
-                status, body = await self._run(tool, arguments, ok)
+                with self.ledger.applying(principal, key):
+                    status, body = await self._run(tool, arguments, ok)
                 answer = json.dumps([status, body])
             finally:
                 await anyio.to_thread.run_sync(self.ledger.end, principal, key, answer)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -80,6 +81,24 @@ class IdempotentCall:
     request_sha256: str
     answer: str | None
     lease_until: datetime | None = None
+    applied_to: str | None = None  # the first memory its writes changed: it was applied, answered or not
+
+
+@dataclass(frozen=True, slots=True)
+class LeasedCall:
+    """The call under an idempotency key that this context runs, as its server holds the key."""
+
+    principal: str
+    key: str
+    holder: str
+    ledger: object  # the storage that keeps the key: only its own writes mark it (not another store's)
+
+
+# Set while a call under an idempotency key runs (``RequestLedger.applying``). Each write of memories
+# it makes to the store that keeps the key marks the key applied in the write's own transaction, and
+# fails, writing nothing, if this server no longer holds the key: a call is applied once, whenever
+# its server dies.
+LEASED_CALL: ContextVar[LeasedCall | None] = ContextVar("mnemo_leased_call", default=None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,27 +32,31 @@ def begin_idempotent(
     db: psycopg.Connection, principal: str, key: str, request_sha256: str, holder: str, at: datetime,
     lease_until: datetime, forget_before: datetime,
 ) -> IdempotentCall | None:  # fmt: skip
-    """The call already made under this key, answered or still leased (None: there was none, or its
-    lease ran out by ``at``, and this one is now recorded as running under ``holder``)."""
+    """The call already made under this key, answered, applied or still leased (None: there was none,
+    or it wrote nothing and its lease ran out by ``at``, and this one is now recorded as running under
+    ``holder``)."""
     db.execute("DELETE FROM idempotent_calls WHERE created_at < %s", (forget_before,))
-    # One statement takes a new key or an unanswered one whose lease ran out. Two servers at once:
-    # one writes the row, the other waits on it and then finds its lease live.
+    # One statement takes a new key or an unanswered, unapplied one whose lease ran out. Two servers
+    # at once: one writes the row, the other waits on it and then finds its lease live. A write that
+    # marks the key applied holds its row: a takeover waits for it and then sees the mark.
     taken = db.execute(
         "INSERT INTO idempotent_calls (principal, key, request_sha256, created_at, holder, lease_until)"
         " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (principal, key) DO UPDATE SET"
         " request_sha256 = excluded.request_sha256, created_at = excluded.created_at, holder = excluded.holder,"
         " lease_until = excluded.lease_until WHERE idempotent_calls.answer IS NULL"
+        " AND idempotent_calls.applied_to IS NULL"
         " AND (idempotent_calls.lease_until IS NULL OR idempotent_calls.lease_until <= %s) RETURNING 1",
         (principal, key, request_sha256, at, holder, lease_until, at),
     ).fetchone()
     if taken is not None:
         return None
     row = db.execute(
-        "SELECT request_sha256, answer, lease_until FROM idempotent_calls WHERE principal = %s AND key = %s",
+        "SELECT request_sha256, answer, lease_until, applied_to FROM idempotent_calls"
+        " WHERE principal = %s AND key = %s",
         (principal, key),
     ).fetchone()
     assert row is not None
-    return IdempotentCall(row[0], row[1], row[2] and as_utc(row[2]))
+    return IdempotentCall(row[0], row[1], row[2] and as_utc(row[2]), row[3])
 
 
 def renew_idempotent(
@@ -66,10 +70,17 @@ def renew_idempotent(
 
 
 def end_idempotent(db: psycopg.Connection, principal: str, key: str, holder: str, answer: str | None) -> None:
-    """Keep the answer of the call; None: it gave none to keep, so a retry may run it again."""
+    """Keep the answer of the call; None: it gave none to keep, so a retry may run it again, unless
+    it was applied (then its lease ends: a retry learns that)."""
     if answer is None:
         db.execute(
-            "DELETE FROM idempotent_calls WHERE principal = %s AND key = %s AND holder = %s AND answer IS NULL",
+            "DELETE FROM idempotent_calls WHERE principal = %s AND key = %s AND holder = %s AND answer IS NULL"
+            " AND applied_to IS NULL",
+            (principal, key, holder),
+        )
+        db.execute(
+            "UPDATE idempotent_calls SET lease_until = NULL WHERE principal = %s AND key = %s AND holder = %s"
+            " AND answer IS NULL",
             (principal, key, holder),
         )
     else:

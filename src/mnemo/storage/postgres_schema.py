@@ -432,6 +432,13 @@ def m012_change_numbers(db: psycopg.Connection) -> None:
     db.execute("CREATE INDEX memories_changes ON memories(change_number)")
 
 
+def m013_applied_calls(db: psycopg.Connection) -> None:
+    """A call under an idempotency key marks its key applied (``applied_to``: the first memory it
+    changed) in the transaction of its write: a server that dies between that commit and keeping the
+    answer leaves the mark, and a retry is told the call was applied instead of running it again."""
+    db.execute("ALTER TABLE idempotent_calls ADD COLUMN applied_to TEXT")
+
+
 MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m001_create_tables,
     m002_session_index,
@@ -445,6 +452,7 @@ MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m010_job_owners,
     m011_idempotency_leases,
     m012_change_numbers,
+    m013_applied_calls,
 ]
 _LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock that migrations (of any store) run under
 

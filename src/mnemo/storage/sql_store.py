@@ -14,10 +14,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from mnemo.errors import Conflict, Duplicate
+from mnemo.errors import CallInProgress, Conflict, Duplicate
 from mnemo.model import Backup, Change, Memory, to_iso
 from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit
-from mnemo.storage import IdempotentCall, Job, StoredVector, sql
+from mnemo.storage import LEASED_CALL, IdempotentCall, Job, StoredVector, sql
 from mnemo.storage.sql_stats import SQLStatistics
 
 __all__ = ["SQLStore", "TextHit"]
@@ -153,9 +153,21 @@ class SQLStore(SQLStatistics):
         self._write_changes(db, [(change, memory)])
 
     def _write_changes(self, db: Any, changes: Sequence[tuple[Change, Memory | None]]) -> None:
-        """Add these versions to the history, in one statement."""
+        """Add these versions to the history, in one statement; and mark the idempotent call that
+        makes them (if one does) applied, in the same transaction."""
         self._many(db, self._q(f"INSERT INTO versions VALUES ({self._marks(11)})"),
                    [sql.change_values(change, memory, self._dialect.time) for change, memory in changes])  # fmt: skip
+        call = LEASED_CALL.get()
+        if call is None or call.ledger is not self or not changes:
+            return
+        marked = db.execute(
+            self._q("UPDATE idempotent_calls SET applied_to = COALESCE(applied_to, ?)"
+                    " WHERE principal = ? AND key = ? AND holder = ? AND answer IS NULL"),
+            (changes[0][0].memory_id, call.principal, call.key, call.holder),
+        )  # fmt: skip
+        if marked.rowcount == 0:  # another call took the key over: this one must not apply
+            raise CallInProgress(f"this server's hold on idempotency key {call.key!r} ran out and another call"
+                                 " took it over; nothing was written here", key=call.key, retry_after=1)  # fmt: skip
 
     def get(self, memory_id: str) -> Memory | None:
         found = self.get_many([memory_id])

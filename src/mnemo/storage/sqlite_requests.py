@@ -26,25 +26,27 @@ def begin_idempotent(
     db: sqlite3.Connection, principal: str, key: str, request_sha256: str, holder: str, at: datetime,
     lease_until: datetime, forget_before: datetime,
 ) -> IdempotentCall | None:  # fmt: skip
-    """The call already made under this key, answered or still leased (None: there was none, or its
-    lease ran out by ``at``, and this one is now recorded as running under ``holder``)."""
+    """The call already made under this key, answered, applied or still leased (None: there was none,
+    or it wrote nothing and its lease ran out by ``at``, and this one is now recorded as running under
+    ``holder``)."""
     db.execute("DELETE FROM idempotent_calls WHERE created_at < ?", (to_iso(forget_before),))
-    # One statement takes a new key or an unanswered one whose lease ran out: of two retries, one wins.
+    # One statement takes a new key or an unanswered, unapplied one whose lease ran out: of two
+    # retries, one wins.
     taken = db.execute(
         "INSERT INTO idempotent_calls (principal, key, request_sha256, created_at, holder, lease_until)"
         " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (principal, key) DO UPDATE SET"
         " request_sha256 = excluded.request_sha256, created_at = excluded.created_at, holder = excluded.holder,"
-        " lease_until = excluded.lease_until WHERE answer IS NULL AND (lease_until IS NULL OR lease_until <= ?)"
-        " RETURNING 1",
+        " lease_until = excluded.lease_until WHERE answer IS NULL AND applied_to IS NULL"
+        " AND (lease_until IS NULL OR lease_until <= ?) RETURNING 1",
         (principal, key, request_sha256, to_iso(at), holder, to_iso(lease_until), to_iso(at)),
     ).fetchone()
     if taken is not None:
         return None
     row = db.execute(
-        "SELECT request_sha256, answer, lease_until FROM idempotent_calls WHERE principal = ? AND key = ?",
+        "SELECT request_sha256, answer, lease_until, applied_to FROM idempotent_calls WHERE principal = ? AND key = ?",
         (principal, key),
     ).fetchone()
-    return IdempotentCall(row[0], row[1], row[2] and from_iso(row[2]))
+    return IdempotentCall(row[0], row[1], row[2] and from_iso(row[2]), row[3])
 
 
 def renew_idempotent(
@@ -58,11 +60,14 @@ def renew_idempotent(
 
 
 def end_idempotent(db: sqlite3.Connection, principal: str, key: str, holder: str, answer: str | None) -> None:
-    """Keep the answer of the call; None: it gave none to keep, so a retry may run it again. Nothing
-    if another call took the key over (this one's lease had run out)."""
+    """Keep the answer of the call; None: it gave none to keep, so a retry may run it again, unless
+    it was applied (then its lease ends: a retry learns that). Nothing if another call took the key
+    over (this one's lease had run out)."""
     if answer is None:
-        db.execute("DELETE FROM idempotent_calls WHERE principal = ? AND key = ? AND holder = ? AND answer IS NULL",
-                   (principal, key, holder))  # fmt: skip
+        db.execute("DELETE FROM idempotent_calls WHERE principal = ? AND key = ? AND holder = ? AND answer IS NULL"
+                   " AND applied_to IS NULL", (principal, key, holder))  # fmt: skip
+        db.execute("UPDATE idempotent_calls SET lease_until = NULL WHERE principal = ? AND key = ? AND holder = ?"
+                   " AND answer IS NULL", (principal, key, holder))  # fmt: skip
     else:
         db.execute("UPDATE idempotent_calls SET answer = ? WHERE principal = ? AND key = ? AND holder = ?",
                    (answer, principal, key, holder))  # fmt: skip

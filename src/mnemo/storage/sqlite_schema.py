@@ -518,6 +518,13 @@ def m017_change_numbers(db: sqlite3.Connection) -> None:
     )
 
 
+def m018_applied_calls(db: sqlite3.Connection) -> None:
+    """A call under an idempotency key marks its key applied (``applied_to``: the first memory it
+    changed) in the transaction of its write: a server that dies between that commit and keeping the
+    answer leaves the mark, and a retry is told the call was applied instead of running it again."""
+    db.execute("ALTER TABLE idempotent_calls ADD COLUMN applied_to TEXT")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_tables,
     m002_vectors,
@@ -536,4 +543,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m015_job_owners,
     m016_idempotency_leases,
     m017_change_numbers,
+    m018_applied_calls,
 ]
