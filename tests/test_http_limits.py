@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from contextlib import suppress
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from local_api import Behaviour
 from local_api import serving as api_serving
 from mcp_calls import answer
 from mnemo.config import Settings
+from postgres_server import store_connection
 
 MODES = ["legacy", "auto"]
 
@@ -184,3 +185,36 @@ async def test_a_call_applied_before_its_server_died_is_refused_on_retry_not_run
             assert refused["error"]["code"] == "IDEMPOTENT_ANSWER_LOST"
         listed = httpx2.get(f"{restarted.base}/api/v1/memories", headers=alice).json()["memories"]
         assert sorted(m["content"] for m in listed) == ["Invoice 93 was paid\nPaid by card.", mcp_note]
+
+
+@pytest.mark.parametrize("backend", ["postgres"])  # where the memories can be locked apart from the ledger
+async def test_a_call_that_failed_for_now_is_run_again_by_its_retry_not_answered_from_the_first(
+    home: Path, keys: dict[str, str], settings: Settings
+):
+    """A write whose store stayed busy answers "retry later" (423): that answer is not kept under its
+    key, so the retry with the same key runs the call, over REST and over MCP."""
+    alice = {"X-API-Key": keys["alice"]}
+    env = {"MNEMO_EMBEDDER": "none", "MNEMO_BUSY_TIMEOUT_S": "1"} | _database(settings)
+    with serving(home, **env) as server:
+
+        def store_over_rest() -> httpx2.Response:
+            return httpx2.post(f"{server.base}/api/v1/memories", json={"content": "Invoice 95 was paid"},
+                               headers=alice | {"X-Idempotency-Key": "rest-busy"}, timeout=60)  # fmt: skip
+
+        async def store_over_mcp() -> dict[str, Any]:
+            async with server.client(keys["alice"], headers={"X-Idempotency-Key": "mcp-busy"}) as client:
+                return await answer(client, "store_memory", content="Invoice 96 was paid")
+
+        assert settings.database_url is not None
+        with closing(store_connection(settings.database_url)) as other:
+            other.execute("BEGIN")
+            other.execute("LOCK TABLE memories IN EXCLUSIVE MODE")  # another writer holds the memories
+            busy = store_over_rest()
+            assert (busy.status_code, busy.json()["error"]["code"]) == (423, "MEMORY_LOCKED")
+            assert (await store_over_mcp())["error"]["code"] == "MEMORY_LOCKED"
+            other.execute("ROLLBACK")
+        stored = store_over_rest()
+        assert stored.status_code == 201 and "idempotent-replayed" not in stored.headers
+        assert "memory_id" in await store_over_mcp()
+        listed = httpx2.get(f"{server.base}/api/v1/memories", headers=alice).json()["memories"]
+        assert sorted(m["content"] for m in listed) == ["Invoice 95 was paid", "Invoice 96 was paid"]

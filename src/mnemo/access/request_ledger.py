@@ -35,10 +35,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from mnemo import errors
 from mnemo.access.rules import unscoped
 from mnemo.clock import Clock
 from mnemo.errors import AnswerLost, CallInProgress, InvalidInput, KeyReused, MnemoError, RateLimited, Unavailable
@@ -102,6 +104,25 @@ class RateState:
     def headers(self) -> dict[str, str]:
         return {"X-RateLimit-Limit": str(self.limit), "X-RateLimit-Remaining": str(self.remaining),
                 "X-RateLimit-Reset": str(self.reset)}  # fmt: skip
+
+
+@dataclass(slots=True)
+class RunningCall:
+    """A call running under an idempotency key, as its transport learns how it ended."""
+
+    retry_later: bool = False  # it failed for now (the store out of reach or busy): keep no answer
+
+
+_RUNNING: ContextVar[RunningCall | None] = ContextVar("mnemo_running_call", default=None)
+
+
+def failed_for_now(error: MnemoError) -> None:
+    """Note that the call running under a key (if one is) failed as a retry may not: the store out
+    of reach (``Unavailable``) or busy (``Locked``). Its answer says "retry", so it is not kept to be
+    replayed to that retry; the key is freed (or, were the call applied, told so)."""
+    running = _RUNNING.get()
+    if running is not None and isinstance(error, Unavailable | errors.Locked):
+        running.retry_later = True
 
 
 def retry_after(refused: MnemoError) -> dict[str, str]:
@@ -168,13 +189,17 @@ class RequestLedger:
         return earlier.answer
 
     @contextmanager
-    def applying(self, principal: str, key: str) -> Iterator[None]:
-        """Run the call that ``begin`` let through in this block: its writes mark its key applied."""
-        token = LEASED_CALL.set(LeasedCall(principal, key, self.holder, unscoped(self.storage)))
+    def applying(self, principal: str, key: str) -> Iterator[RunningCall]:
+        """Run the call that ``begin`` let through in this block: its writes mark its key applied, and
+        what it yields says whether its answer is one to keep."""
+        running = RunningCall()
+        leased = LEASED_CALL.set(LeasedCall(principal, key, self.holder, unscoped(self.storage)))
+        noted = _RUNNING.set(running)
         try:
-            yield
+            yield running
         finally:
-            LEASED_CALL.reset(token)
+            _RUNNING.reset(noted)
+            LEASED_CALL.reset(leased)
 
     def end(self, principal: str, key: str, answer: str | None) -> None:
         """Keep the call's answer (None: free its key). While the store cannot take it (its database

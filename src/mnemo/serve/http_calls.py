@@ -87,10 +87,10 @@ class CallLedger:
 
         answer: str | None = None
         try:
-            with self.ledger.applying(principal, key):
+            with self.ledger.applying(principal, key) as running:
                 await self.app(scope, receive, keep)
-            answer = _result_for(message["id"], b"".join(sent), content_type)
-        finally:  # no answer (an error, a dropped connection): the key is free for a retry, unless applied
+            answer = None if running.retry_later else _result_for(message["id"], b"".join(sent), content_type)
+        finally:  # no answer to keep (a dropped connection, "retry later"): the key is free, unless applied
             await anyio.to_thread.run_sync(self.ledger.end, principal, key, answer)
 
     def _failed(self, message: dict[str, Any] | None, error: MnemoError) -> JSONResponse:

@@ -154,9 +154,9 @@ class RestApi:
                 return JSONResponse(body, status, {**headers, "Idempotent-Replayed": "true"})
             answer: str | None = None
             try:
-                with self.ledger.applying(principal, key):
+                with self.ledger.applying(principal, key) as running:
                     status, body = await self._run(tool, arguments, ok)
-                answer = json.dumps([status, body])
+                answer = None if running.retry_later else json.dumps([status, body])
             finally:
                 await anyio.to_thread.run_sync(self.ledger.end, principal, key, answer)
             return JSONResponse(body, status, headers | _retry_after(body))

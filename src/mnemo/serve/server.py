@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from mnemo import __version__
 from mnemo.access.keys import KeyRing
-from mnemo.access.request_ledger import RateLimits
+from mnemo.access.request_ledger import RateLimits, failed_for_now
 from mnemo.app import open_service
 from mnemo.clock import Clock
 from mnemo.config import Settings
@@ -119,6 +119,7 @@ class ProfileServer(MCPServer):
                 return self.profile.error_result(_describe(cause, schema), self.service.clock.now())
             if isinstance(cause, MnemoError):
                 log.info("tool %s failed: %s %s", name, cause.code, cause.message)
+                failed_for_now(cause)
                 return self.profile.error_result(cause, self.service.clock.now())
             if cause is None:  # the SDK's own refusal, e.g. an unknown tool name
                 return self.profile.error_result(InvalidInput(str(exc)), self.service.clock.now())
