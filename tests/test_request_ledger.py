@@ -14,7 +14,7 @@ from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.engine.service import MemoryService
-from mnemo.errors import AnswerLost, CallInProgress
+from mnemo.errors import AnswerLost, CallInProgress, LeaseLost
 from mnemo.lifecycle.sync import run_sync
 from mnemo.query import Filters
 
@@ -112,7 +112,7 @@ def test_a_write_whose_server_lost_its_key_to_a_retry_writes_nothing(service: Me
     assert stalled.begin("alice", "k", *STORE) is None
     clock.advance(seconds=16)  # the server stalled past its lease (a long pause, a partition)
     assert retry.begin("alice", "k", *STORE) is None  # a retry took the key over and runs the call
-    with stalled.applying("alice", "k"), pytest.raises(CallInProgress, match="another call took it over"):
+    with stalled.applying("alice", "k"), pytest.raises(LeaseLost, match="another call took it over"):
         service.store("Invoice 91 was paid on Monday")
     assert _stored(service) == 0
     with retry.applying("alice", "k"):

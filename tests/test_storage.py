@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import os
 import sqlite3
 import threading
@@ -439,18 +440,22 @@ def _calls_left_by_a_mnemo_before_leases_after_the_upgrade(storage: Storage) -> 
 
 
 def test_m016_frees_the_key_of_a_call_left_running_before_leases_and_keeps_the_answers_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ):
     folder = tmp_path / "store"
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS[: MIGRATION_NAMES.index("m016_idempotency_leases")])
-    SQLiteStorage(folder).close()
+    with caplog.at_level(logging.INFO, logger="mnemo.storage"):
+        SQLiteStorage(folder).close()
+    assert not caplog.records  # a new store is made, not upgraded
     with _raw(folder / DB_FILENAME) as db:
         db.executemany(
             "INSERT INTO idempotent_calls VALUES ('alice', ?, 'digest', ?, '2026-01-15T12:00:00.000000Z')",
             [("stuck", None), ("done", '{"ok": 1}')],
         )
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS)
-    upgraded = SQLiteStorage(folder)
+    with caplog.at_level(logging.INFO, logger="mnemo.storage"):
+        upgraded = SQLiteStorage(folder)
+    assert "schema upgraded (m016_idempotency_leases, m017_change_numbers, m018_applied_calls) in" in caplog.text
     try:
         _calls_left_by_a_mnemo_before_leases_after_the_upgrade(upgraded)
     finally:
@@ -459,7 +464,7 @@ def test_m016_frees_the_key_of_a_call_left_running_before_leases_and_keeps_the_a
 
 @pytest.mark.parametrize("backend", ["postgres"])
 def test_postgresql_m011_frees_the_key_of_a_call_left_running_before_leases_and_keeps_the_answers_kept(
-    service: MemoryService, settings: Settings, clock: ManualClock
+    service: MemoryService, settings: Settings, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ):
     service.storage.close()
     assert settings.database_url is not None
@@ -469,7 +474,9 @@ def test_postgresql_m011_frees_the_key_of_a_call_left_running_before_leases_and_
             "INSERT INTO idempotent_calls VALUES ('alice', %s, 'digest', %s, %s)",
             [("stuck", None, START), ("done", '{"ok": 1}', START)],
         )
-    upgraded = open_service(settings, clock=clock)
+    with caplog.at_level(logging.INFO, logger="mnemo.storage"):
+        upgraded = open_service(settings, clock=clock)
+    assert "schema upgraded (m011_idempotency_leases, m012_change_numbers, m013_applied_calls) in" in caplog.text
     try:
         _calls_left_by_a_mnemo_before_leases_after_the_upgrade(upgraded.storage)
     finally:

@@ -105,6 +105,13 @@ class KeyReused(MnemoError):
     code = "IDEMPOTENCY_KEY_REUSED"
 
 
+class LeaseLost(MnemoError):
+    """The call's server lost its hold on the call's idempotency key to a retry, which runs the call
+    instead: this one writes nothing. Not a ``Conflict``: computing the write again would not help."""
+
+    code = "CALL_IN_PROGRESS"
+
+
 class AnswerLost(KeyReused):
     """The call under this key was applied, but its server stopped before keeping its answer."""
 

@@ -16,7 +16,8 @@ a retry is refused as ``CallInProgress`` rather than run twice. A running call h
 lease that its server renews while it runs: a server that died (SIGKILL, a lost machine) stops
 renewing, and once the lease runs out a retry takes the key over and runs the call (one retry: the
 store takes the key over in one statement). A call that gave no answer (an error, a dropped
-connection) frees its key at once.
+connection), or one whose answer says to retry later (the store out of reach or busy), frees its
+key at once.
 
 Exactly once, whenever a server dies: a call's writes mark its key applied in their own transaction
 (``applying``), and a write whose server no longer holds the key fails and writes nothing. A call

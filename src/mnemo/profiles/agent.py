@@ -156,6 +156,7 @@ _ERRORS: list[tuple[type[errors.MnemoError], str]] = [
     (errors.StorageError, "STORAGE_ERROR"),
     (errors.Locked, "STORAGE_ERROR"),  # another writer held the store past the busy timeout
     (errors.Conflict, "STORAGE_ERROR"),  # other writers kept changing the memory; retrying helps
+    (errors.LeaseLost, "STORAGE_ERROR"),  # a retry of the call runs it: retrying gets its answer
 ]
 
 

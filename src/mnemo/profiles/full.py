@@ -68,6 +68,7 @@ _ERRORS: list[tuple[type[errors.MnemoError], str, int]] = [
     (errors.NotFound, "MEMORY_NOT_FOUND", 404),
     (errors.Duplicate, "DUPLICATE_MEMORY", 409),
     (errors.CallInProgress, "CALL_IN_PROGRESS", 409),
+    (errors.LeaseLost, "CALL_IN_PROGRESS", 409),
     (errors.SyncConflicts, "SYNC_CONFLICTS", 409),
     (errors.SyncInProgress, "SYNC_IN_PROGRESS", 423),
     (errors.RateLimited, "RATE_LIMIT_EXCEEDED", 429),

@@ -138,7 +138,7 @@ def _listed(memory: Memory, now: datetime) -> ListedMemory:
 # -- errors --------------------------------------------------------------------------------
 _CALLER_CAN_FIX = (
     errors.InvalidInput, errors.Forbidden, errors.NotFound, errors.Conflict, errors.Duplicate, errors.TooComplex,
-    errors.RateLimited, errors.KeyReused,
+    errors.RateLimited, errors.KeyReused, errors.LeaseLost,
 )  # fmt: skip
 
 

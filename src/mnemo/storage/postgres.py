@@ -18,6 +18,7 @@ migrations run on a connection of their own, outside the pool, without it.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -124,7 +125,8 @@ class PostgresStorage(SQLStore):
         self._local = threading.local()  # batch()'s connection, by thread
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(busy_timeout_s))) as db:
-                self.applied = migrate(db, self.schema)
+                started = time.monotonic()
+                self._migrated(migrate(db, self.schema), time.monotonic() - started)
                 self._dialect = _dialect(db.info.server_version)
         except ValueError as newer:
             raise StorageError(

@@ -8,13 +8,14 @@ imported here.
 
 from __future__ import annotations
 
+import logging
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from mnemo.errors import CallInProgress, Conflict, Duplicate
+from mnemo.errors import Conflict, Duplicate, LeaseLost
 from mnemo.model import Backup, Change, Memory, to_iso
 from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit
 from mnemo.storage import LEASED_CALL, IdempotentCall, Job, StoredVector, sql
@@ -23,12 +24,20 @@ from mnemo.storage.sql_stats import SQLStatistics
 __all__ = ["SQLStore", "TextHit"]
 
 
+log = logging.getLogger("mnemo.storage")
+
+
 class SQLStore(SQLStatistics):
     _unique_violation: ClassVar[type[Exception]]  # the driver's error for a broken UNIQUE constraint
     # The SQL of jobs and of the request ledgers, over one connection: modules with put_job, get_job,
     # recent_jobs, running_jobs; count_request, begin_idempotent, renew_idempotent, end_idempotent.
     _jobs: ClassVar[Any]
     _requests: ClassVar[Any]
+
+    def _migrated(self, ran: Sequence[str], seconds: float) -> None:
+        """Say which migrations opening the store ran, and for how long: an upgrade may take minutes."""
+        if ran and not ran[0].startswith("m001_"):  # a new store's schema is made, not upgraded
+            log.info("store %r: schema upgraded (%s) in %.1f s", self.name, ", ".join(ran), seconds)
 
     @abstractmethod
     def _same_contents(self, db: Any, new: Sequence[tuple[Memory, datetime]]) -> list[str | None]:
@@ -166,8 +175,8 @@ class SQLStore(SQLStatistics):
             (changes[0][0].memory_id, call.principal, call.key, call.holder),
         )  # fmt: skip
         if marked.rowcount == 0:  # another call took the key over: this one must not apply
-            raise CallInProgress(f"this server's hold on idempotency key {call.key!r} ran out and another call"
-                                 " took it over; nothing was written here", key=call.key, retry_after=1)  # fmt: skip
+            raise LeaseLost(f"this server's hold on idempotency key {call.key!r} ran out and another call took"
+                            " it over; nothing was written here", key=call.key, retry_after=1)  # fmt: skip
 
     def get(self, memory_id: str) -> Memory | None:
         found = self.get_many([memory_id])

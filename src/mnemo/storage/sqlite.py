@@ -271,6 +271,7 @@ class SQLiteStorage(SQLStore):
             self._give_back(db)
 
     def _migrate(self) -> None:
+        started = time.monotonic()
         with self._write() as db:
             (current,) = db.execute("PRAGMA user_version").fetchone()
             if current > len(MIGRATIONS):  # another process upgraded it since the check at open
@@ -284,6 +285,7 @@ class SQLiteStorage(SQLStore):
                     (migration.__name__,),
                 )
                 db.execute(f"PRAGMA user_version = {number}")
+        self._migrated([migration.__name__ for migration in MIGRATIONS[current:]], time.monotonic() - started)
 
     def applied_migrations(self) -> list[str]:
         with self._read() as db:
