@@ -36,22 +36,9 @@ from mnemo.storage.postgres import PostgresStorage
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from postgres_database import fresh_database, postgres_server
 from postgres_server import store_connection, undo_m012
+from sqlite_schemas import undo_m017
 
 PROBE_PAUSE_S = 0.02
-
-
-def back_to_sqlite_m016(database: Path) -> None:
-    """The store as a mnemo before change numbers left it (migrations m017 and m018 undone)."""
-    with closing(sqlite3.connect(database)) as db, db:
-        for statement in [
-            "ALTER TABLE idempotent_calls DROP COLUMN applied_to",
-            "DROP INDEX memories_changes",
-            "ALTER TABLE memories DROP COLUMN change_number",
-            "DELETE FROM settings WHERE key IN ('last_change_number', 'change_numbers')",
-            "DELETE FROM migrations WHERE name IN ('m017_change_numbers', 'm018_applied_calls')",
-            "PRAGMA user_version = 16",
-        ]:
-            db.execute(statement)
 
 
 @contextmanager
@@ -114,7 +101,8 @@ def upgrade_sqlite(count: int, folder: Path) -> tuple[dict[str, float], float, P
     home = folder / "home"
     load(home, count, [f"user-{n}" for n in range(100)], random.Random(1))
     store = Settings(home=home).store_folder("default")
-    back_to_sqlite_m016(store / DB_FILENAME)
+    with closing(sqlite3.connect(store / DB_FILENAME)) as db, db:
+        undo_m017(db)  # the store as a mnemo before change numbers left it
     with closing(sqlite3.connect(store / DB_FILENAME)) as db:
         keys = [key for (key,) in db.execute("SELECT rowid FROM memories ORDER BY random() LIMIT 1000")]
 

@@ -104,6 +104,7 @@ def test_a_call_that_failed_after_writing_is_refused_at_once_and_one_that_wrote_
     assert ledger.begin("alice", "idle", *STORE) is None
     ledger.end("alice", "idle", None)  # it failed before writing anything
     assert ledger.begin("alice", "idle", *STORE) is None
+    ledger.end("alice", "idle", None)  # and ends: no lease left to renew once the store is closed
 
 
 @pytest.mark.every_backend

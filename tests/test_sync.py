@@ -37,6 +37,7 @@ from mnemo.serve.server import ProfileServer, build_server
 from mnemo.storage import BULK_WRITE, Job
 from mnemo.storage.sqlite_files import DB_FILENAME
 from postgres_server import store_connection, undo_m012
+from sqlite_schemas import undo_m017
 
 pytestmark = pytest.mark.every_backend  # the storage contract: SQLite and PostgreSQL
 
@@ -432,14 +433,6 @@ def as_an_older_mnemo_left_it(settings: Settings, store: str, watermark_key: str
                 db.execute(statement)  # type: ignore[call-overload]  # a test's constants
         return
     with closing(sqlite3.connect(settings.store_folder(store) / DB_FILENAME)) as db, db:
-        for statement in [
-            *statements,
-            "DROP INDEX memories_changes",
-            "ALTER TABLE memories DROP COLUMN change_number",
-            "DELETE FROM settings WHERE key IN ('last_change_number', 'change_numbers')",
-            "DELETE FROM migrations WHERE name = 'm017_change_numbers'",
-            "ALTER TABLE idempotent_calls DROP COLUMN applied_to",
-            "DELETE FROM migrations WHERE name = 'm018_applied_calls'",
-            "PRAGMA user_version = 16",
-        ]:
+        for statement in statements:
             db.execute(statement)
+        undo_m017(db)
