@@ -7,16 +7,18 @@ DIR is a store kept by ``benchmarks/latency.py --store-dir`` past the size where
 snapshot graph (see "Large stores" in the README). For each setting (links a node, candidates a node's
 links are chosen from when it joins) a graph of the snapshot's vectors (its first N rows with
 ``--rows``; with ``--clusters N`` those of the first N of its 4,096 sentences' clusters, as dense
-as the whole store's) is built as a snapshot's is, then searched as a search does (4 x k candidates,
-at most k + 600, rescored exactly). With ``--postgres`` the settings are pgvector's (m, ef_construction) for the HNSW
-index a PostgreSQL store makes, on a fresh database (``postgres_database.py``): the index is built
-over the vectors, 1,000 more are inserted one at a time as stores insert them, and the index's k
-nearest are asked for as a search does (``hnsw.ef_search`` = k, at least 40). Queries: 200 embedded
-by the local model: 100 of a stored note's words (a sentence of
-``latency.py`` without its last three words) and 100 of three random words, which sit far from every
-note. Prints, for each setting and k, the share of the true top k found, the share of what was found
+as the whole store's) is built as a snapshot's is, then searched as a search does (4 x k
+candidates, at most k + 600, rescored exactly). With ``--postgres`` the settings are pgvector's (m,
+ef_construction) for the HNSW index a PostgreSQL store makes, on a fresh database
+(``postgres_database.py``): the index is built over the vectors, 1,000 more are inserted one at a
+time as stores insert them, and the index's k nearest are asked for at each ``--ef-search`` (0: as
+a search does, ``postgres_vectors.nearest``). Queries: 300 embedded by the local model: 100 of a
+stored note's words (a sentence of ``latency.py`` without its last three words), 100 of half a
+note's words and two random words, and 100 of three random words, which sit far from every note.
+Prints, for each setting and k, the share of the true top k found, the share of what was found
 within 0.01 cosine of the true k-th (a cluster's near-identical copies may stand in for each other),
-the queries that found under half, and a search's milliseconds. Needs `mnemo setup` (the local model).
+the queries that found under half, and a search's milliseconds (all, and the random words'). Needs
+`mnemo setup` (the local model).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from latency import SENTENCES
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.search.vector_graph import EXPANSION_SEARCH, candidates, new_graph
-from mnemo.storage.postgres_vectors import ef_search
+from mnemo.storage.postgres_vectors import WEAK_NEAREST, nearest
 from postgres_database import fresh_database, postgres_server
 from server_rss import WORDS
 
@@ -61,10 +63,17 @@ def latest_snapshot(home: Path) -> Path:
     return max(metas)[1]
 
 
+KINDS = ("notes' words", "half and random", "random words")
+
+
 def queries(model: LocalEmbedder, sentences: list[str]) -> np.ndarray:
-    """Of each kind: a stored note's words (one of these sentences), three random words."""
+    """QUERIES_OF_EACH_KIND of each of KINDS: a stored note's words (one of these sentences), half of
+    them and two random words, three random words."""
     rng = random.Random(9)
     texts = [" ".join(s.split()[:-3]) for s in rng.sample(sentences, QUERIES_OF_EACH_KIND)]
+    for sentence in rng.sample(sentences, QUERIES_OF_EACH_KIND):
+        words = sentence.split()
+        texts.append(" ".join(words[: len(words) // 2] + rng.sample(WORDS, 2)))
     texts += [" ".join(rng.sample(WORDS, 3)) for _ in range(QUERIES_OF_EACH_KIND)]
     return np.vstack([model.embed_query(text) for text in texts]).astype(np.float32)
 
@@ -93,52 +102,57 @@ def clustered(vectors: np.ndarray, clusters: int) -> np.ndarray:
 
 
 def postgres_search(url: str, queries: np.ndarray, k: int, breadth: int = 0) -> tuple[list[np.ndarray], np.ndarray]:
-    """``search`` on the PostgreSQL index: its k nearest, as ``PostgresVectors.search`` asks (or with
-    ``hnsw.ef_search`` = ``breadth``, when given)."""
+    """``search`` on the PostgreSQL index: its k nearest, as a search asks (``postgres_vectors.nearest``),
+    or with ``hnsw.ef_search`` = ``breadth``, when given."""
     found, ms = [], []
     with psycopg.connect(url, autocommit=True) as db:
         register_vector(db)
         for query in queries:
             started = time.perf_counter()
             with db.transaction():
-                db.execute(f"SET LOCAL hnsw.ef_search = {breadth or ef_search(k)}")
-                rows = db.execute("SELECT id FROM v ORDER BY embedding <=> %s LIMIT %s", (query, k)).fetchall()
-            found.append(np.array([row for (row,) in rows], dtype=np.int64))
+                if breadth:
+                    db.execute(f"SET LOCAL hnsw.ef_search = {breadth}")
+                    rows = db.execute(
+                        "SELECT memory_rowid FROM vectors ORDER BY embedding <=> %s LIMIT %s", (query, k)
+                    ).fetchall()
+                    keys = [key for (key,) in rows]
+                else:
+                    keys = [key for key, _ in nearest(db, query, k)]
+            found.append(np.array(keys, dtype=np.int64))
             ms.append((time.perf_counter() - started) * 1000)
     return found, np.array(ms)
 
 
 def postgres_build(url: str, vectors: np.ndarray, links: int, build_candidates: int) -> tuple[float, float]:
-    """Fill table v, index it (seconds), and insert 1,000 more vectors one at a time (ms each)."""
+    """Fill a table of vectors as a store's (row keys for memory keys), index it (seconds), and insert
+    1,000 more vectors one at a time (ms each)."""
     with psycopg.connect(url, autocommit=True) as db:
         register_vector(db)
-        db.execute("DROP TABLE IF EXISTS v")
-        db.execute(f"CREATE TABLE v (id bigint PRIMARY KEY, embedding vector({vectors.shape[1]}))")
-        with db.cursor().copy("COPY v (id, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        db.execute("DROP TABLE IF EXISTS vectors")
+        db.execute(f"CREATE TABLE vectors (memory_rowid bigint PRIMARY KEY, embedding vector({vectors.shape[1]}))")
+        with db.cursor().copy("COPY vectors (memory_rowid, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["int8", "vector"])
             for i, row in enumerate(vectors[:-1000]):
                 copy.write_row((i, row))
         db.execute("SET maintenance_work_mem = '2GB'")
         started = time.perf_counter()
         db.execute(
-            "CREATE INDEX ON v USING hnsw (embedding vector_cosine_ops)"
+            "CREATE INDEX ON vectors USING hnsw (embedding vector_cosine_ops)"
             f" WITH (m = {links}, ef_construction = {build_candidates})"
         )
         built = time.perf_counter() - started
         started = time.perf_counter()
         for i in range(len(vectors) - 1000, len(vectors)):
-            db.execute("INSERT INTO v VALUES (%s, %s)", (i, vectors[i]))
+            db.execute("INSERT INTO vectors VALUES (%s, %s)", (i, vectors[i]))
         return built, time.perf_counter() - started  # seconds for 1,000: ms each
 
 
-def measure(
-    graph: object, vectors: np.ndarray, queries: np.ndarray, scores: np.ndarray, k: int, breadth: int = 0
-) -> Found:
-    """``graph``: a usearch graph, or a PostgreSQL database's URL (searched with ``hnsw.ef_search`` =
-    ``breadth`` when given); ``scores``: each row's cosine with each query (rows x queries)."""
+def measure(graph: object, vectors: np.ndarray, queries: np.ndarray, scores: np.ndarray, k: int, how: str) -> Found:
+    """``graph``: a usearch graph, or a PostgreSQL database's URL (``how``: the ``hnsw.ef_search``, or
+    "mnemo"); ``scores``: each row's cosine with each query (rows x queries)."""
     top = np.argpartition(-scores, k - 1, axis=0)[:k].T  # each query's true top k rows
     if isinstance(graph, str):
-        found, ms = postgres_search(graph, queries, k, breadth)
+        found, ms = postgres_search(graph, queries, k, 0 if how == "mnemo" else int(how))
     else:
         found, ms = search(graph, vectors, queries, k)
     recall, near = [], []
@@ -158,7 +172,7 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", default=["16,128", "32,256"], help="links,candidates of each graph")
     parser.add_argument(
         "--ef-search", nargs="+", type=int, default=[0],
-        help="postgres: hnsw.ef_search values to search with (0: as mnemo sets it, k and at least 40)",
+        help="postgres: hnsw.ef_search values to search with (0: as a search does, postgres_vectors.nearest)",
     )  # fmt: skip
     args = parser.parse_args()
     folder = latest_snapshot(args.store_dir)
@@ -168,14 +182,23 @@ def main() -> None:
         vectors = vectors[clustered(vectors, args.clusters)]
     asked = queries(LocalEmbedder(model=Settings().model), SENTENCES[: args.clusters or len(SENTENCES)])
     scores = vectors @ asked.T
+    kinds = [slice(n * QUERIES_OF_EACH_KIND, (n + 1) * QUERIES_OF_EACH_KIND) for n in range(len(KINDS))]
     print(f"{len(vectors):,} vectors of {folder}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    best = scores.max(axis=0)
+    for name, part in zip(KINDS, kinds, strict=True):
+        print(
+            f"{name}: nearest cosine p5 / p50 / p95 {np.percentile(best[part], 5):.2f} /"
+            f" {np.median(best[part]):.2f} / {np.percentile(best[part], 95):.2f},"
+            f" {(best[part] < WEAK_NEAREST).mean():.0%} under WEAK_NEAREST ({WEAK_NEAREST})"
+        )
     print("recall: share of the true top k found; near: of those found, the share within 0.01 of the true k-th\n")
     each = "recall / near / under half"
     print(
-        f"| links, candidates | build s | k | ef_search | notes' words: {each} | random words: {each} |"
-        " search ms p50 / p95 |"
+        "| links, candidates | build s | k | walk | "
+        + " | ".join(f"{name}: {each}" for name in KINDS)
+        + " | search ms p50 / p95 | random words' p95 |"
     )
-    print("| --- | ---: | ---: | ---: | --- | --- | --- |")
+    print("| --- | ---: | ---: | ---: | --- | --- | --- | --- | ---: |")
     with ExitStack() as stack:
         database = stack.enter_context(fresh_database(stack.enter_context(postgres_server()))) if args.postgres else ""
         for setting in args.settings:
@@ -185,19 +208,21 @@ def main() -> None:
                 built, insert_ms = postgres_build(database, vectors, links, build_candidates)
                 label += f" (an insert {insert_ms:.2f} ms)"
                 graph: object = database
+                walks = [str(breadth) if breadth else "mnemo" for breadth in args.ef_search]
             else:
                 graph, built = graph_of(vectors, links, build_candidates)
+                walks = ["4 x k"]
             for k in KS:
-                for breadth in args.ef_search if database else [0]:
-                    f = measure(graph, vectors, asked, scores, k, breadth)
-                    kinds = [
+                for how in walks:
+                    f = measure(graph, vectors, asked, scores, k, how)
+                    cells = [
                         f"{f.recall[part].mean():.3f} / {f.near[part].mean():.3f} / {(f.recall[part] < 0.5).sum()}"
-                        for part in (slice(0, QUERIES_OF_EACH_KIND), slice(QUERIES_OF_EACH_KIND, None))
+                        for part in kinds
                     ]
-                    shown = breadth or (ef_search(k) if database else "-")
+                    ms = f"{np.median(f.ms):.2f} / {np.percentile(f.ms, 95):.2f}"
                     print(
-                        f"| {label} | {built:.0f} | {k} | {shown} | {kinds[0]} | {kinds[1]} | "
-                        f"{np.median(f.ms):.2f} / {np.percentile(f.ms, 95):.2f} |",
+                        f"| {label} | {built:.0f} | {k} | {how} | {' | '.join(cells)} | {ms} |"
+                        f" {np.percentile(f.ms[kinds[-1]], 95):.2f} |",
                         flush=True,
                     )
 

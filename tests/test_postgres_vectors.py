@@ -1,0 +1,49 @@
+"""A PostgreSQL vector search whose best match is weak walks the HNSW index again at the widest: a
+query far from every stored vector is where the walk stops in the wrong place
+(benchmarks/graph_recall.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+
+from mnemo.app import open_service
+from mnemo.clock import ManualClock
+from mnemo.config import Settings
+from mnemo.embed.fake import FakeEmbedder
+from mnemo.storage.postgres_schema import schema_name
+from mnemo.storage.postgres_vectors import MAX_EF_SEARCH, SEARCH_BREADTH, WEAK_NEAREST, nearest
+
+DIMENSION = 64
+
+
+def test_a_postgres_index_walk_whose_best_is_weak_is_made_again_at_the_widest(
+    postgres_url: str, tmp_path: Path, clock: ManualClock
+):
+    settings = Settings(home=tmp_path / "home", embedder="none", database_url=postgres_url)
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder(DIMENSION))
+    topics = ["cello lessons", "chess club", "vinyl records", "garden roses", "sourdough bread"]
+    for i in range(200):
+        service.store(f"Note {i} about {topics[i % 5]} on day {i % 17}")
+    service.close()
+    embedder = FakeEmbedder(DIMENSION)
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        register_vector(db)
+        db.execute(f"SET search_path TO {schema_name('default')}, public")
+        stored = db.execute("SELECT memory_rowid, embedding FROM vectors").fetchall()
+        keys = np.array([key for key, _ in stored])
+        matrix = np.stack([embedding.to_numpy() for _, embedding in stored])
+        for text, breadth in [("chess club on day 3", SEARCH_BREADTH), ("xylophone quasar", MAX_EF_SEARCH)]:
+            query = embedder.embed_query(text)
+            cosines = matrix @ query
+            assert (cosines.max() >= WEAK_NEAREST) == (breadth == SEARCH_BREADTH)
+            with db.transaction():
+                found = nearest(db, query, 10)
+                walked = db.execute("SHOW hnsw.ef_search").fetchone()
+            assert walked == (str(breadth),)
+            assert [cosine for _, cosine in found] == pytest.approx(sorted(cosines, reverse=True)[:10], abs=1e-5)
+            assert {key for key, _ in found} <= set(keys[cosines >= sorted(cosines)[-10] - 1e-6].tolist())
