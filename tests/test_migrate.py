@@ -71,6 +71,7 @@ def test_a_store_migrated_to_postgresql_and_back_is_the_same_store(
         assert {i: team.storage.history(i) for i in ids} == histories
         assert team.storage.linked_ids(ids[2]) == links
         assert team.storage.vector_bytes() == vectors
+        assert team.storage.check_integrity() == []  # the HNSW index, built once the vectors were in
         assert team.recall("dairy cream").hits[0].memory.id == ids[0]
         # The entry counter came along: the next shared entry is the third.
         assert SharedSpace(team).add("claude-alpha", "third shared entry").entry.entry_number == 3

@@ -1,6 +1,6 @@
-"""A PostgreSQL vector search whose best match is weak walks the HNSW index again at the widest: a
-query far from every stored vector is where the walk stops in the wrong place
-(benchmarks/graph_recall.py)."""
+"""PostgreSQL's HNSW index: a search whose best match is weak walks it again at the widest (a query
+far from every stored vector is where the walk stops in the wrong place: benchmarks/graph_recall.py),
+and a store filled whole builds it once at the end (benchmarks/migrate_speed.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
+from mnemo.storage.postgres import PostgresStorage
 from mnemo.storage.postgres_schema import schema_name
 from mnemo.storage.postgres_vectors import MAX_EF_SEARCH, SEARCH_BREADTH, WEAK_NEAREST, nearest
 
@@ -47,3 +48,30 @@ def test_a_postgres_index_walk_whose_best_is_weak_is_made_again_at_the_widest(
             assert walked == (str(breadth),)
             assert [cosine for _, cosine in found] == pytest.approx(sorted(cosines, reverse=True)[:10], abs=1e-5)
             assert {key for key, _ in found} <= set(keys[cosines >= sorted(cosines)[-10] - 1e-6].tolist())
+
+
+def test_vectors_written_in_a_bulk_block_are_indexed_once_at_its_end_even_if_it_fails(
+    postgres_url: str, tmp_path: Path, clock: ManualClock
+):
+    settings = Settings(home=tmp_path / "home", embedder="none", database_url=postgres_url)
+    service = open_service(settings, clock=clock)  # words only: the vectors are written below
+    ids = [service.store(f"Note {i} about the garden").memory.id for i in range(30)]
+    storage = service.searcher.storage  # the store itself, below the engine's access checks
+    assert isinstance(storage, PostgresStorage)
+    embedder = FakeEmbedder(DIMENSION)
+    vectors = embedder.embed_documents([f"Note {i} about the garden" for i in range(30)])
+    missing = ["index vectors_hnsw is missing"]
+    try:
+        with storage.vectors_indexed_at_end():
+            storage.put_vectors([(i, v.tobytes()) for i, v in zip(ids[:20], vectors[:20], strict=True)])
+            assert storage.check_integrity() == missing  # not taken in one by one
+        assert storage.check_integrity() == []
+        with pytest.raises(RuntimeError), storage.vectors_indexed_at_end():
+            assert storage.check_integrity() == missing  # dropped for the block
+            storage.put_vectors([(i, v.tobytes()) for i, v in zip(ids[20:], vectors[20:], strict=True)])
+            raise RuntimeError("the copy failed")
+        assert storage.check_integrity() == []  # built all the same
+        query = embedder.embed_query("Note 25 about the garden")
+        assert storage.vector_search().search(query, 1)[0][1] == pytest.approx(1.0, abs=1e-5)
+    finally:
+        service.close()

@@ -50,9 +50,10 @@ def copy_store(
     for job in source.recent_jobs(1_000_000):
         target.put_job(job)
     seq = 0
-    while batch := source.vectors_after(seq, BATCH):
-        target.put_vectors([(ids[v.key], v.vector) for v in batch if v.key in ids])
-        seq = batch[-1].seq
+    with target.vectors_indexed_at_end():
+        while batch := source.vectors_after(seq, BATCH):
+            target.put_vectors([(ids[v.key], v.vector) for v in batch if v.key in ids])
+            seq = batch[-1].seq
     return len(ids)
 
 

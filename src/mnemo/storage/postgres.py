@@ -52,6 +52,8 @@ from mnemo.storage.postgres_schema import (
     HNSW_INDEX,
     MIGRATIONS,
     WORDS_CONFIG,
+    build_vector_index,
+    drop_vector_index,
     migrate,
     schema_name,
     unfix_dimension,
@@ -123,6 +125,7 @@ class PostgresStorage(SQLStore):
         self._pool_timeout_s = busy_timeout_s if pool_timeout_s is None else pool_timeout_s
         self._words = postgres_text.WordStats(self._read)
         self._local = threading.local()  # batch()'s connection, by thread
+        self._vectors_unindexed = False  # in vectors_indexed_at_end()
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(busy_timeout_s))) as db:
                 started = time.monotonic()
@@ -380,7 +383,22 @@ class PostgresStorage(SQLStore):
 
     def put_vectors(self, vectors: Sequence[tuple[str, bytes]]) -> None:
         with self._tx() as db:
-            postgres_vectors.put(db, vectors)
+            postgres_vectors.put(db, vectors, index=not self._vectors_unindexed)
+
+    @contextmanager
+    def vectors_indexed_at_end(self) -> Iterator[None]:
+        """The HNSW index is dropped for the block and built once at its end: built over N vectors
+        it costs about a fifth of taking each in as it is written (docs/postgresql.md, Moving).
+        Searches meanwhile read every vector; for a store being filled whole (``copy_store``)."""
+        with self._tx() as db:
+            drop_vector_index(db)
+        self._vectors_unindexed = True
+        try:
+            yield
+        finally:
+            self._vectors_unindexed = False
+            with self._unbounded() as db:
+                build_vector_index(db)
 
     def vectors_after(self, seq: int, limit: int) -> list[StoredVector]:
         """Vectors by seq; not for tailing (see postgres_vectors): searches go to ``vector_search``."""

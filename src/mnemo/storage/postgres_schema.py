@@ -479,26 +479,48 @@ def migrate(db: psycopg.Connection, schema: str) -> list[str]:
         return ran
 
 
-def fix_dimension(db: psycopg.Connection, dimension: int) -> None:
-    """Give the vectors column its dimension and build the HNSW index, once (the first vector's)."""
+def fix_dimension(db: psycopg.Connection, dimension: int, index: bool = True) -> None:
+    """Give the vectors column its dimension and build the HNSW index (unless ``index`` is False:
+    ``build_vector_index`` later), once (the first vector's)."""
     if db.execute("SELECT value FROM settings WHERE key = 'vector_dimension'").fetchone() is not None:
         return
     db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
     if db.execute("SELECT value FROM settings WHERE key = 'vector_dimension'").fetchone() is not None:
         return  # another process fixed it while this one waited
     db.execute(sql.SQL("ALTER TABLE vectors ALTER COLUMN embedding TYPE public.vector({})").format(dimension))
+    if index:
+        _create_vector_index(db)
+    db.execute("INSERT INTO settings VALUES ('vector_dimension', %s)", (str(dimension),))
+
+
+# Memory for building the HNSW index over a store's vectors at once: pgvector builds far faster while
+# the graph fits in it (a 384-dimension vector is 1.5 KB of it before its links).
+INDEX_BUILD_MEMORY = "1GB"
+
+
+def build_vector_index(db: psycopg.Connection) -> None:
+    """Build the HNSW index over the vectors now, if they have a dimension and it is not there."""
+    if db.execute("SELECT value FROM settings WHERE key = 'vector_dimension'").fetchone() is not None:
+        db.execute(f"SET LOCAL maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")
+        _create_vector_index(db)
+
+
+def drop_vector_index(db: psycopg.Connection) -> None:
+    db.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(HNSW_INDEX)))
+
+
+def _create_vector_index(db: psycopg.Connection) -> None:
     db.execute(
         sql.SQL(
             "CREATE INDEX IF NOT EXISTS {} ON vectors USING hnsw (embedding public.vector_cosine_ops)"
             " WITH (ef_construction = {})"
         ).format(sql.Identifier(HNSW_INDEX), HNSW_BUILD_CANDIDATES)
     )
-    db.execute("INSERT INTO settings VALUES ('vector_dimension', %s)", (str(dimension),))
 
 
 def unfix_dimension(db: psycopg.Connection) -> None:
     """Forget the vectors' dimension (they are all deleted): the next model's may differ."""
-    db.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(HNSW_INDEX)))
+    drop_vector_index(db)
     db.execute("ALTER TABLE vectors ALTER COLUMN embedding TYPE public.vector")
     db.execute("DELETE FROM settings WHERE key = 'vector_dimension'")
 

@@ -59,11 +59,12 @@ SHORTLIST_PER_RESULT = 40
 Connect = Callable[[], AbstractContextManager[psycopg.Connection]]
 
 
-def put(db: psycopg.Connection, vectors: Sequence[tuple[str, bytes]]) -> None:
-    """Store each memory's vector (replacing its old one, with a new seq); deleted memories are skipped."""
+def put(db: psycopg.Connection, vectors: Sequence[tuple[str, bytes]], index: bool = True) -> None:
+    """Store each memory's vector (replacing its old one, with a new seq); deleted memories are
+    skipped. The first vector builds the HNSW index, unless not ``index`` (built later)."""
     if not vectors:
         return
-    fix_dimension(db, len(vectors[0][1]) // 4)
+    fix_dimension(db, len(vectors[0][1]) // 4, index)
     with db.cursor() as cursor:
         # The vector's sign bits beside it, with the memory's user (see search_passing). The memory's
         # row is locked first, as an edit of it does (and its vector's foreign key would): a change of
