@@ -188,12 +188,13 @@ def load(home: Path, count: int, users: list[str], rng: random.Random, database_
     pool = np.vstack([model.embed_documents(SENTENCES[i : i + step]) for i in range(0, len(SENTENCES), step)])
     generator = np.random.default_rng(7)
     ids = list(sentence_of)
-    for start in range(0, len(ids), 5_000):
-        chunk = ids[start : start + 5_000]
-        vectors = pool[[sentence_of[mid] for mid in chunk]]
-        vectors = vectors + NOISE * generator.standard_normal(vectors.shape).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        storage.put_vectors([(mid, v.tobytes()) for mid, v in zip(chunk, vectors, strict=True)])
+    with cast(SQLStore, storage).vectors_indexed_at_end():  # as `mnemo migrate` fills a store
+        for start in range(0, len(ids), 5_000):
+            chunk = ids[start : start + 5_000]
+            vectors = pool[[sentence_of[mid] for mid in chunk]]
+            vectors = vectors + NOISE * generator.standard_normal(vectors.shape).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            storage.put_vectors([(mid, v.tobytes()) for mid, v in zip(chunk, vectors, strict=True)])
     storage.refresh_statistics()  # as `mnemo import` ends: measured as the store is, not as it was empty
     storage.close()
     return seconds

@@ -15,6 +15,7 @@ from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
+from mnemo.storage import postgres_vectors
 from mnemo.storage.postgres import PostgresStorage
 from mnemo.storage.postgres_schema import schema_name
 from mnemo.storage.postgres_vectors import MAX_EF_SEARCH, SEARCH_BREADTH, WEAK_NEAREST, nearest
@@ -22,8 +23,8 @@ from mnemo.storage.postgres_vectors import MAX_EF_SEARCH, SEARCH_BREADTH, WEAK_N
 DIMENSION = 64
 
 
-def test_a_postgres_index_walk_whose_best_is_weak_is_made_again_at_the_widest(
-    postgres_url: str, tmp_path: Path, clock: ManualClock
+def test_a_walk_whose_best_is_weak_is_made_again_at_the_widest_in_a_large_index(
+    postgres_url: str, tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ):
     settings = Settings(home=tmp_path / "home", embedder="none", database_url=postgres_url)
     service = open_service(settings, clock=clock, embedder=FakeEmbedder(DIMENSION))
@@ -32,22 +33,29 @@ def test_a_postgres_index_walk_whose_best_is_weak_is_made_again_at_the_widest(
         service.store(f"Note {i} about {topics[i % 5]} on day {i % 17}")
     service.close()
     embedder = FakeEmbedder(DIMENSION)
+    near, far = embedder.embed_query("chess club on day 3"), embedder.embed_query("xylophone quasar")
     with psycopg.connect(postgres_url, autocommit=True) as db:
         register_vector(db)
         db.execute(f"SET search_path TO {schema_name('default')}, public")
+        db.execute("ANALYZE vectors")  # as an import's end or autovacuum leaves the statistics
         stored = db.execute("SELECT memory_rowid, embedding FROM vectors").fetchall()
         keys = np.array([key for key, _ in stored])
         matrix = np.stack([embedding.to_numpy() for _, embedding in stored])
-        for text, breadth in [("chess club on day 3", SEARCH_BREADTH), ("xylophone quasar", MAX_EF_SEARCH)]:
-            query = embedder.embed_query(text)
+
+        def walked(query: np.ndarray) -> str:
             cosines = matrix @ query
-            assert (cosines.max() >= WEAK_NEAREST) == (breadth == SEARCH_BREADTH)
             with db.transaction():
                 found = nearest(db, query, 10)
-                walked = db.execute("SHOW hnsw.ef_search").fetchone()
-            assert walked == (str(breadth),)
+                (breadth,) = db.execute("SHOW hnsw.ef_search").fetchone() or ("",)
             assert [cosine for _, cosine in found] == pytest.approx(sorted(cosines, reverse=True)[:10], abs=1e-5)
             assert {key for key, _ in found} <= set(keys[cosines >= sorted(cosines)[-10] - 1e-6].tolist())
+            return str(breadth)
+
+        assert (matrix @ near).max() >= WEAK_NEAREST > (matrix @ far).max()
+        assert walked(near) == walked(far) == str(SEARCH_BREADTH)  # 200 vectors: one walk finds them
+        monkeypatch.setattr(postgres_vectors, "WIDER_WALK_FROM", 200)  # as if the index were large
+        assert walked(near) == str(SEARCH_BREADTH)
+        assert walked(far) == str(MAX_EF_SEARCH)
 
 
 def test_vectors_written_in_a_bulk_block_are_indexed_once_at_its_end_even_if_it_fails(
