@@ -40,7 +40,7 @@ from latency import SENTENCES
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.search.vector_graph import EXPANSION_SEARCH, candidates, new_graph
-from mnemo.storage.postgres_vectors import WEAK_NEAREST, nearest
+from mnemo.storage.postgres_vectors import WEAK_NEAREST, nearest, walk
 from postgres_database import fresh_database, postgres_server
 from server_rss import WORDS
 
@@ -110,14 +110,7 @@ def postgres_search(url: str, queries: np.ndarray, k: int, breadth: int = 0) -> 
         for query in queries:
             started = time.perf_counter()
             with db.transaction():
-                if breadth:
-                    db.execute(f"SET LOCAL hnsw.ef_search = {breadth}")
-                    rows = db.execute(
-                        "SELECT memory_rowid FROM vectors ORDER BY embedding <=> %s LIMIT %s", (query, k)
-                    ).fetchall()
-                    keys = [key for (key,) in rows]
-                else:
-                    keys = [key for key, _ in nearest(db, query, k)]
+                keys = [key for key, _ in (walk(db, query, k, breadth) if breadth else nearest(db, query, k))]
             found.append(np.array(keys, dtype=np.int64))
             ms.append((time.perf_counter() - started) * 1000)
     return found, np.array(ms)

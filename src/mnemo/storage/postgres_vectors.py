@@ -108,16 +108,20 @@ def _bytes(embedding: Vector | np.ndarray) -> bytes:
 def nearest(db: psycopg.Connection, query: Vectors, k: int) -> list[tuple[int, float]]:
     """The HNSW index's k nearest keys and cosines, best first, in one transaction of ``db``: walked
     at ``ef_search(k)``, and again at the widest when the best found is weak in a large index."""
-    breadth = ef_search(k)
-    while True:
-        db.execute(f"SET LOCAL hnsw.ef_search = {breadth}")
-        rows = db.execute(
-            "SELECT memory_rowid, 1 - (embedding <=> %s) FROM vectors ORDER BY embedding <=> %s LIMIT %s",
-            (Vector(query), Vector(query), k),
-        ).fetchall()
-        if breadth == MAX_EF_SEARCH or not rows or rows[0][1] >= WEAK_NEAREST or _estimated(db) < WIDER_WALK_FROM:
-            return [(int(key), float(cosine)) for key, cosine in rows]
-        breadth = MAX_EF_SEARCH
+    found = walk(db, query, k, ef_search(k))
+    if found and found[0][1] < WEAK_NEAREST and ef_search(k) < MAX_EF_SEARCH and _estimated(db) >= WIDER_WALK_FROM:
+        return walk(db, query, k, MAX_EF_SEARCH)
+    return found
+
+
+def walk(db: psycopg.Connection, query: Vectors, k: int, breadth: int) -> list[tuple[int, float]]:
+    """One walk of the HNSW index at ``hnsw.ef_search`` = breadth: its k nearest, best first."""
+    db.execute(f"SET LOCAL hnsw.ef_search = {breadth}")
+    rows = db.execute(
+        "SELECT memory_rowid, 1 - (embedding <=> %s) FROM vectors ORDER BY embedding <=> %s LIMIT %s",
+        (Vector(query), Vector(query), k),
+    ).fetchall()
+    return [(int(key), float(cosine)) for key, cosine in rows]
 
 
 def _estimated(db: psycopg.Connection) -> float:
