@@ -108,8 +108,9 @@ def _bytes(embedding: Vector | np.ndarray) -> bytes:
 def nearest(db: psycopg.Connection, query: Vectors, k: int) -> list[tuple[int, float]]:
     """The HNSW index's k nearest keys and cosines, best first, in one transaction of ``db``: walked
     at ``ef_search(k)``, and again at the widest when the best found is weak in a large index."""
-    found = walk(db, query, k, ef_search(k))
-    if found and found[0][1] < WEAK_NEAREST and ef_search(k) < MAX_EF_SEARCH and _estimated(db) >= WIDER_WALK_FROM:
+    breadth = ef_search(k)
+    found = walk(db, query, k, breadth)
+    if found and found[0][1] < WEAK_NEAREST and breadth < MAX_EF_SEARCH and _estimated(db) >= WIDER_WALK_FROM:
         return walk(db, query, k, MAX_EF_SEARCH)
     return found
 
