@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -255,6 +256,45 @@ def test_closing_the_service_stops_a_snapshot_being_written_and_leaves_nothing_o
         assert not index._builder.is_alive()  # none started after
     finally:
         reopened.close()
+
+
+EXIT_WHILE_WRITING = """
+import sys, threading, time
+from pathlib import Path
+from mnemo.app import open_service
+from mnemo.config import Settings
+from mnemo.embed.fake import FakeEmbedder
+from mnemo.search import vector_graph
+writing, write_sorted = threading.Event(), vector_graph._write_sorted
+def held(*args):  # holds the build between two batches until it is told to stop
+    writing.set()
+    for _ in range(3_000):
+        args[-1]()
+        time.sleep(0.01)
+    write_sorted(*args)
+vector_graph._write_sorted = held
+settings = Settings(home=Path(sys.argv[1]), config_dir=Path(sys.argv[2]), embedder="none", vector_graph_from=60)
+service = open_service(settings, embedder=FakeEmbedder())
+for i in range(80):
+    service.store(f"Person {i} keeps {i} bee hives on the hill of day {i % 29}")
+service.searcher.index.refresh(service.searcher.storage)
+assert writing.wait(30)
+print(service.searcher.storage.index_folder(), flush=True)
+"""  # returns without closing the service
+
+
+def test_a_process_that_exits_while_writing_a_snapshot_stops_it_and_leaves_nothing_of_it(settings: Settings):
+    """A script that opened a service and returned: the build in the graph library's native code
+    would abort the process at its exit (SIGABRT), or be frozen there, leaving its folder behind."""
+    run = subprocess.run(
+        [sys.executable, "-c", EXIT_WHILE_WRITING, str(settings.home), str(settings.config_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    folder = Path(run.stdout.split()[-1])
+    assert [p.name for p in folder.iterdir() if p.name.startswith(".building")] == []
 
 
 @pytest.mark.parametrize("gone", ["keys.npy", "vectors.npy", "graph.usearch"])

@@ -16,10 +16,12 @@ results when the engine reads the memories, then out of the next snapshot.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,6 +59,19 @@ EXACT_AMONG_UP_TO = 20_000
 EXACT_AMONG_KEEP = 2_000
 RETRY_AFTER_S = 600.0  # after a snapshot could not be written (a full disk?), before trying again
 
+# Every index of this process, for its exit: see _stop_snapshots.
+_indexes: weakref.WeakSet[LayeredIndex] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_snapshots() -> None:
+    """Stop the snapshots being written when the process exits without closing its stores (a script
+    that opened a service and returned): a builder killed inside the graph library's native code
+    aborts the process (SIGABRT, "terminate called without an active exception"). Waits for the
+    batch of rows in hand (COPY_BATCH; seconds at most); the unfinished folder is removed."""
+    for index in list(_indexes):
+        index.shutdown()
+
 
 class LayeredIndex:
     """``VectorSearch`` over a snapshot on disk and the vectors stored since, in memory."""
@@ -80,6 +95,7 @@ class LayeredIndex:
         self._builder: threading.Thread | None = None
         self._stop = threading.Event()  # set by shutdown(): no snapshot is written after it
         self._retry_at = 0.0  # time.monotonic() before which no snapshot is attempted (after a failure)
+        _indexes.add(self)
 
     @property
     def snapshot_seq(self) -> int | None:
