@@ -17,7 +17,7 @@ from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.storage import postgres_vectors
 from mnemo.storage.postgres import PostgresStorage
-from mnemo.storage.postgres_schema import schema_name
+from mnemo.storage.postgres_schema import schema_name, vector_index_and_buffers
 from mnemo.storage.postgres_vectors import MAX_EF_SEARCH, SEARCH_BREADTH, WEAK_NEAREST, nearest
 
 DIMENSION = 64
@@ -83,3 +83,24 @@ def test_vectors_written_in_a_bulk_block_are_indexed_once_at_its_end_even_if_it_
         assert storage.vector_search().search(query, 1)[0][1] == pytest.approx(1.0, abs=1e-5)
     finally:
         service.close()
+
+
+def test_a_store_says_when_its_vector_index_outgrows_the_servers_shared_buffers(
+    postgres_url: str, tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+):
+    settings = Settings(home=tmp_path / "home", embedder="none", database_url=postgres_url)
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder(DIMENSION))
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        assert vector_index_and_buffers(db, schema_name("default")) is None  # no vector yet: no index
+        service.store("Zoe tunes her cello every morning")
+        (buffers,) = db.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone() or (0,)
+        sizes = vector_index_and_buffers(db, schema_name("default"))
+        assert sizes is not None and 0 < sizes[0] < sizes[1] == buffers
+    service.close()
+    storage = PostgresStorage(postgres_url, "default")  # opened again: the index fits, nothing said
+    try:
+        assert "shared_buffers" not in caplog.text
+        storage._advise_buffers((2 * buffers, buffers))  # as a store of millions would measure
+        assert f"vector index ({2 * buffers >> 20} MB) is larger than PostgreSQL's shared_buffers" in caplog.text
+    finally:
+        storage.close()

@@ -505,6 +505,16 @@ def build_vector_index(db: psycopg.Connection) -> None:
         _create_vector_index(db)
 
 
+def vector_index_and_buffers(db: psycopg.Connection, schema: str) -> tuple[int, int] | None:
+    """The schema's HNSW index's size and the server's ``shared_buffers``, in bytes; None without the index."""
+    row = db.execute(
+        "SELECT pg_relation_size(to_regclass(format('%%I.%%I', %s::text, %s::text))),"
+        " pg_size_bytes(current_setting('shared_buffers'))",
+        (schema, HNSW_INDEX),
+    ).fetchone()
+    return None if row is None or row[0] is None else (int(row[0]), int(row[1]))
+
+
 def drop_vector_index(db: psycopg.Connection) -> None:
     db.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(HNSW_INDEX)))
 
