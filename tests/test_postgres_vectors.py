@@ -17,7 +17,7 @@ from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
 from mnemo.storage import postgres_vectors
 from mnemo.storage.postgres import PostgresStorage
-from mnemo.storage.postgres_schema import schema_name, vector_index_and_buffers
+from mnemo.storage.postgres_schema import advise_buffers, schema_name, vector_index_and_buffers
 from mnemo.storage.postgres_vectors import MAX_EF_SEARCH, SEARCH_BREADTH, WEAK_NEAREST, nearest
 
 DIMENSION = 64
@@ -100,7 +100,7 @@ def test_a_store_says_when_its_vector_index_outgrows_the_servers_shared_buffers(
     storage = PostgresStorage(postgres_url, "default")  # opened again: the index fits, nothing said
     try:
         assert "shared_buffers" not in caplog.text
-        storage._advise_buffers((2 * buffers, buffers))  # as a store of millions would measure
+        advise_buffers("default", (2 * buffers, buffers))  # as a store of millions would measure
         assert f"vector index ({2 * buffers >> 20} MB) is larger than PostgreSQL's shared_buffers" in caplog.text
     finally:
         storage.close()

@@ -17,7 +17,6 @@ migrations run on a connection of their own, outside the pool, without it.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -53,6 +52,7 @@ from mnemo.storage.postgres_schema import (
     HNSW_INDEX,
     MIGRATIONS,
     WORDS_CONFIG,
+    advise_buffers,
     build_vector_index,
     drop_vector_index,
     migrate,
@@ -61,8 +61,6 @@ from mnemo.storage.postgres_schema import (
     vector_index_and_buffers,
 )
 from mnemo.storage.sql_store import SQLStore
-
-log = logging.getLogger("mnemo.storage")
 
 PROBE_TIMEOUT_S = 2  # how long a connection that tells "busy" from "unreachable" may take to open
 RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (as in sqlite.py)
@@ -135,7 +133,7 @@ class PostgresStorage(SQLStore):
                 started = time.monotonic()
                 self._migrated(migrate(db, self.schema), time.monotonic() - started)
                 self._dialect = _dialect(db.info.server_version)
-                self._advise_buffers(vector_index_and_buffers(db, self.schema))
+                advise_buffers(name, vector_index_and_buffers(db, self.schema))
         except ValueError as newer:
             raise StorageError(
                 f"store {name!r} has schema version {newer}, newer than this mnemo understands ({len(MIGRATIONS)})",
@@ -184,17 +182,6 @@ class PostgresStorage(SQLStore):
             raise self._unavailable(exc) from exc
         except psycopg.Error as exc:
             raise StorageError(f"store {self.name!r} failed: {exc}", store=self.name) from exc
-
-    def _advise_buffers(self, sizes: tuple[int, int] | None) -> None:
-        """Say when the vectors' HNSW graph outgrows the server's shared_buffers: each walk then reads
-        its pages through the OS's cache, which at 1,000,000 memories made a recall's walks 2-3 times
-        slower (docs/postgresql.md, "Memory")."""
-        if sizes is not None and sizes[0] > sizes[1]:
-            log.warning(
-                "store %r: its vector index (%d MB) is larger than PostgreSQL's shared_buffers (%d MB): vector"
-                " searches read it through the OS's cache, 2-3 times slower; give shared_buffers room for it",
-                self.name, sizes[0] >> 20, sizes[1] >> 20,
-            )  # fmt: skip
 
     def _reachable(self) -> bool:
         try:

@@ -15,19 +15,25 @@ stored (``fix_dimension``), and then an HNSW index (cosine) is built over it.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
 
 WORDS_CONFIG = "mnemo_words"  # the text search configuration, in the store's schema
+log = logging.getLogger("mnemo.storage")
+
 HNSW_INDEX = "vectors_hnsw"
 # Candidates a vector's links are chosen from when it joins the HNSW index (pgvector's default 64).
 # Templated notes cluster (hundreds within 0.9 cosine): at 64 a vector's candidates were all its
 # cluster's. Of 200,000 such vectors the index's 10 nearest held 0.92 of the true top 10 for a
 # stored note's words, at 128 0.97, for 2.23 ms an insert instead of 2.17; 32 links chosen among 256
-# held 0.99 but cost 4.63 ms (benchmarks/graph_recall.py --postgres). An index made before keeps its
-# setting until the vectors are embedded anew (`mnemo reindex` makes the index again).
+# held 0.99 but cost 4.63 ms (benchmarks/graph_recall.py --postgres). At 1,000,000 32 among 256 held
+# 0.938 / 0.906 / 0.780 of a note's words', half a note's and random words' top 10 against 0.897 /
+# 0.794 / 0.607, but `mnemo import` into PostgreSQL ran at 215-218 memories/s against 391-396
+# (docs/postgresql.md, "What is indexed", says how a team rebuilds its index so by hand). An index
+# made before keeps its setting until the vectors are embedded anew (`mnemo reindex` makes it again).
 HNSW_BUILD_CANDIDATES = 128
 ENTRY_COUNTER = "last_entry_number"  # settings key: the last entry number given out (spec 003)
 _MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1
@@ -513,6 +519,18 @@ def vector_index_and_buffers(db: psycopg.Connection, schema: str) -> tuple[int, 
         (schema, HNSW_INDEX),
     ).fetchone()
     return None if row is None or row[0] is None else (int(row[0]), int(row[1]))
+
+
+def advise_buffers(store: str, sizes: tuple[int, int] | None) -> None:
+    """Say when the store's HNSW graph (``sizes``: it and shared_buffers, in bytes) outgrows the
+    server's shared_buffers: each walk then reads its pages through the OS's cache, which at
+    1,000,000 memories made a recall's walks 2-3 times slower (docs/postgresql.md, "Memory")."""
+    if sizes is not None and sizes[0] > sizes[1]:
+        log.warning(
+            "store %r: its vector index (%d MB) is larger than PostgreSQL's shared_buffers (%d MB): vector"
+            " searches read it through the OS's cache, 2-3 times slower; give shared_buffers room for it",
+            store, sizes[0] >> 20, sizes[1] >> 20,
+        )  # fmt: skip
 
 
 def drop_vector_index(db: psycopg.Connection) -> None:
