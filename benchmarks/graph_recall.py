@@ -147,7 +147,7 @@ def postgres_build(url: str, vectors: np.ndarray, links: int, build_candidates: 
 
 @dataclass(frozen=True)
 class StoreIndex:
-    url: str  # a connection string whose search path is the store's schema
+    url: str  # a connection string whose search path finds the index's table, vectors
     keys: np.ndarray  # its vectors' keys, sorted: row i of the vectors is key keys[i]
 
 
@@ -166,14 +166,12 @@ def store_vectors(url: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def measure(graph: object, vectors: np.ndarray, queries: np.ndarray, scores: np.ndarray, k: int, how: str) -> Found:
-    """``graph``: a usearch graph, a PostgreSQL database's URL or a ``StoreIndex`` (``how``: the
-    ``hnsw.ef_search``, or "mnemo"); ``scores``: each row's cosine with each query (rows x queries)."""
+    """``graph``: a usearch graph or a PostgreSQL ``StoreIndex`` (``how``: the ``hnsw.ef_search``, or
+    "mnemo"); ``scores``: each row's cosine with each query (rows x queries)."""
     top = np.argpartition(-scores, k - 1, axis=0)[:k].T  # each query's true top k rows
     if isinstance(graph, StoreIndex):
         found, ms = postgres_search(graph.url, queries, k, 0 if how == "mnemo" else int(how))
         found = [np.searchsorted(graph.keys, keys) for keys in found]
-    elif isinstance(graph, str):
-        found, ms = postgres_search(graph, queries, k, 0 if how == "mnemo" else int(how))
     else:
         found, ms = search(graph, vectors, queries, k)
     recall, near = [], []
@@ -245,7 +243,7 @@ def main() -> None:
                 if database:
                     built, insert_ms = postgres_build(database, vectors, links, build_candidates)
                     label += f" (an insert {insert_ms:.2f} ms)"
-                    graph = database
+                    graph = StoreIndex(database, np.arange(len(vectors)))  # postgres_build keys each row by its place
                 else:
                     graph, built = graph_of(vectors, links, build_candidates)
                     walks = ["4 x k"]

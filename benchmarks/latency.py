@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -46,8 +46,9 @@ from mnemo.app import open_service
 from mnemo.config import Settings
 from mnemo.embed.local import LocalEmbedder
 from mnemo.model import Context, new_id
-from mnemo.query import Filters, Sort, SortField
+from mnemo.query import Sort, SortField
 from mnemo.search.vector_layers import LayeredIndex
+from mnemo.storage.copy import every_memory
 from mnemo.storage.sql_store import SQLStore
 
 _SYLLABLES = ["an", "bel", "cor", "da", "el", "fin", "gar", "ha", "is", "jo", "ka", "li", "mor", "na", "ol", "pe"]
@@ -208,7 +209,7 @@ def postgres_memories(database_url: str) -> int:
 
     storage = PostgresStorage(database_url, "default")
     try:
-        return storage.count(Filters(now=datetime.now(UTC), statuses=None, include_expired=True, visible_to=None))
+        return storage.count(every_memory())
     finally:
         storage.close()
 

@@ -48,12 +48,8 @@ def fresh_database(server_url: str) -> Iterator[str]:
     name = f"mnemo_bench_{os.getpid()}_{next(_numbers)}"
     with psycopg.connect(server_url, autocommit=True) as db:
         db.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    params = conninfo_to_dict(server_url) | {"dbname": name}
-    url = make_conninfo(**params)  # type: ignore[arg-type]
-    with psycopg.connect(url, autocommit=True) as db:
-        db.execute("CREATE EXTENSION IF NOT EXISTS vector")
     try:
-        yield url
+        yield _with_pgvector(server_url, name)
     finally:
         with psycopg.connect(server_url, autocommit=True) as db:
             db.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
@@ -65,8 +61,13 @@ def kept_database(server_url: str, name: str) -> Iterator[str]:
     with psycopg.connect(server_url, autocommit=True) as db:
         if db.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
             db.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield _with_pgvector(server_url, name)
+
+
+def _with_pgvector(server_url: str, name: str) -> str:
+    """The URL of the server's database ``name``, pgvector installed in it."""
     params = conninfo_to_dict(server_url) | {"dbname": name}
     url = make_conninfo(**params)  # type: ignore[arg-type]
     with psycopg.connect(url, autocommit=True) as db:
         db.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    yield url
+    return url

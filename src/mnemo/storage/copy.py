@@ -29,7 +29,8 @@ _TIMED_TABLES = {  # table: its columns in order, and which of them hold a time
 _NOT_COPIED_SETTINGS = {"vector_dimension", "last_change_number", "change_numbers"}
 
 
-def _everything() -> Filters:
+def every_memory() -> Filters:
+    """Filters that keep every memory of a store, whatever its status or expiry, for anyone."""
     return Filters(now=datetime.now(UTC), statuses=None, include_expired=True, visible_to=None)
 
 
@@ -37,9 +38,9 @@ def copy_store(
     source: SQLStore, target: SQLStore, progress: Callable[[int, int], None] = lambda done, total: None
 ) -> int:
     """Copy every memory and what goes with it; the number of memories copied. ``progress(done, total)``."""
-    if target.count(_everything()) > 0:
+    if target.count(every_memory()) > 0:
         raise Conflict(f"store {target.name!r} already holds memories: migrate into an empty store")
-    total = source.count(_everything())
+    total = source.count(every_memory())
     ids = _copy_memories(source, target, total, progress)
     for table, (columns, timed) in _TIMED_TABLES.items():
         _copy_table(source, target, table, columns, timed)
