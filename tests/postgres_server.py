@@ -122,9 +122,32 @@ def store_connection(url: str, store: str = "default") -> psycopg.Connection:
     return db
 
 
+def undo_m014(db: psycopg.Connection) -> None:
+    """Put a store's schema back as migration m013 left it (``db``'s search path on the store's schema):
+    vectors carry their seq (from the sequence, not in commit order), sign bits beside them, and an
+    HNSW index once they have a dimension."""
+    db.execute("DROP TRIGGER vectors_fed ON vectors")
+    db.execute("DROP FUNCTION vector_feed_put()")
+    db.execute("ALTER TABLE vectors ADD COLUMN seq BIGINT")
+    db.execute("UPDATE vectors v SET seq = f.seq FROM vector_feed f WHERE f.memory_rowid = v.memory_rowid")
+    db.execute("ALTER TABLE vectors ALTER COLUMN seq SET DEFAULT nextval('vector_seq'), ALTER COLUMN seq SET NOT NULL")
+    db.execute("CREATE INDEX vectors_seq ON vectors(seq)")
+    db.execute("DROP TABLE vector_feed")
+    db.execute("DELETE FROM settings WHERE key = 'store_id'")
+    postgres_schema.m005_sign_bits_in_user_index(db)  # the bits in the memories' rows, then beside the vectors
+    postgres_schema.m006_sign_bits_beside_vectors(db)
+    if db.execute("SELECT 1 FROM settings WHERE key = 'vector_dimension'").fetchone() is not None:
+        db.execute(
+            "CREATE INDEX vectors_hnsw ON vectors USING hnsw (embedding public.vector_cosine_ops)"
+            " WITH (ef_construction = 128)"
+        )
+    db.execute("DELETE FROM migrations WHERE name = 'm014_vectors_fed_in_commit_order'")
+
+
 def undo_m013(db: psycopg.Connection) -> None:
-    """Put a store's schema back as migration m012 left it (``db``'s search path on the store's schema):
-    idempotent calls not marked applied."""
+    """Put a store's schema back as migration m012 left it (m014 undone first): idempotent calls not
+    marked applied."""
+    undo_m014(db)
     db.execute("ALTER TABLE idempotent_calls DROP COLUMN applied_to")
     db.execute("DELETE FROM migrations WHERE name = 'm013_applied_calls'")
 

@@ -1,106 +1,151 @@
-"""PostgreSQL's HNSW index: a search whose best match is weak walks it again at the widest (a query
-far from every stored vector is where the walk stops in the wrong place: benchmarks/graph_recall.py),
-and a store filled whole builds it once at the end (benchmarks/migrate_speed.py)."""
+"""PostgreSQL's vectors reach every server's own index through ``vector_feed``, in the order their
+transactions commit (postgres_schema.m014): a server that read up to a place in the feed never
+misses a vector committed after it, whichever transaction took its place first."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
-import psycopg
-import pytest
-from pgvector.psycopg import register_vector
 
 from mnemo.app import open_service
 from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.embed.fake import FakeEmbedder
-from mnemo.storage import postgres_vectors
+from mnemo.search.vector_layers import LayeredIndex
 from mnemo.storage.postgres import PostgresStorage
-from mnemo.storage.postgres_schema import advise_buffers, schema_name, vector_index_and_buffers
-from mnemo.storage.postgres_vectors import MAX_EF_SEARCH, SEARCH_BREADTH, WEAK_NEAREST, nearest
+from postgres_server import store_connection, undo_m014
 
 DIMENSION = 64
 
 
-def test_a_walk_whose_best_is_weak_is_made_again_at_the_widest_in_a_large_index(
-    postgres_url: str, tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
-):
-    settings = Settings(home=tmp_path / "home", embedder="none", database_url=postgres_url)
-    service = open_service(settings, clock=clock, embedder=FakeEmbedder(DIMENSION))
-    topics = ["cello lessons", "chess club", "vinyl records", "garden roses", "sourdough bread"]
-    for i in range(200):
-        service.store(f"Note {i} about {topics[i % 5]} on day {i % 17}")
-    service.close()
-    embedder = FakeEmbedder(DIMENSION)
-    near, far = embedder.embed_query("chess club on day 3"), embedder.embed_query("xylophone quasar")
-    with psycopg.connect(postgres_url, autocommit=True) as db:
-        register_vector(db)
-        db.execute(f"SET search_path TO {schema_name('default')}, public")
-        db.execute("ANALYZE vectors")  # as an import's end or autovacuum leaves the statistics
-        stored = db.execute("SELECT memory_rowid, embedding FROM vectors").fetchall()
-        keys = np.array([key for key, _ in stored])
-        matrix = np.stack([embedding.to_numpy() for _, embedding in stored])
-
-        def walked(query: np.ndarray) -> str:
-            cosines = matrix @ query
-            with db.transaction():
-                found = nearest(db, query, 10)
-                (breadth,) = db.execute("SHOW hnsw.ef_search").fetchone() or ("",)
-            assert [cosine for _, cosine in found] == pytest.approx(sorted(cosines, reverse=True)[:10], abs=1e-5)
-            assert {key for key, _ in found} <= set(keys[cosines >= sorted(cosines)[-10] - 1e-6].tolist())
-            return str(breadth)
-
-        assert (matrix @ near).max() >= WEAK_NEAREST > (matrix @ far).max()
-        assert walked(near) == walked(far) == str(SEARCH_BREADTH)  # 200 vectors: one walk finds them
-        monkeypatch.setattr(postgres_vectors, "WIDER_WALK_FROM", 200)  # as if the index were large
-        assert walked(near) == str(SEARCH_BREADTH)
-        assert walked(far) == str(MAX_EF_SEARCH)
+def _settings(postgres_url: str, home: Path) -> Settings:
+    return Settings(home=home, embedder="none", database_url=postgres_url)
 
 
-def test_vectors_written_in_a_bulk_block_are_indexed_once_at_its_end_even_if_it_fails(
+def _key(postgres_url: str, memory_id: str) -> int:
+    with store_connection(postgres_url) as db:
+        (key,) = db.execute("SELECT rowid FROM memories WHERE id = %s", (memory_id,)).fetchone() or (0,)
+    return int(key)
+
+
+def _vector(seed: int) -> bytes:
+    values = np.random.default_rng(seed).standard_normal(DIMENSION).astype("<f4")
+    return (values / np.linalg.norm(values)).tobytes()
+
+
+def test_vectors_take_their_place_in_the_feed_in_the_order_their_transactions_commit(
     postgres_url: str, tmp_path: Path, clock: ManualClock
 ):
-    settings = Settings(home=tmp_path / "home", embedder="none", database_url=postgres_url)
-    service = open_service(settings, clock=clock)  # words only: the vectors are written below
-    ids = [service.store(f"Note {i} about the garden").memory.id for i in range(30)]
-    storage = service.searcher.storage  # the store itself, below the engine's access checks
-    assert isinstance(storage, PostgresStorage)
-    embedder = FakeEmbedder(DIMENSION)
-    vectors = embedder.embed_documents([f"Note {i} about the garden" for i in range(30)])
-    missing = ["index vectors_hnsw is missing"]
+    service = open_service(_settings(postgres_url, tmp_path / "home"), clock=clock)  # words only: vectors below
+    first, second, gone, fixing = (service.store(f"Note {i} about the garden").memory.id for i in range(4))
+    storage = PostgresStorage(postgres_url, "default")
+    storage.put_vectors([(fixing, _vector(4))])  # the first vector gives the column its dimension
+    seen = storage.last_vector_seq()
+    with store_connection(postgres_url) as early, store_connection(postgres_url) as late:
+        early.execute("BEGIN")
+        early.execute(
+            "INSERT INTO vectors SELECT rowid, %s::real[]::vector FROM memories WHERE id = %s",
+            (np.frombuffer(_vector(1), "<f4").tolist(), first),
+        )  # the earlier write, committed last
+        storage.put_vectors([(second, _vector(2))])  # another connection's, committed at once
+        (after_second,) = [v.seq for v in storage.vectors_after(seen, 10)]
+        assert [v.key for v in storage.vectors_after(seen, 10)] == [_key(postgres_url, second)]
+        committed = threading.Event()
+
+        def commit_early() -> None:
+            early.execute("COMMIT")
+            committed.set()
+
+        threading.Thread(target=commit_early).start()
+        assert committed.wait(10)
+        # Stored and deleted in one transaction: nothing to feed, and the commit does not fail.
+        late.execute("BEGIN")
+        late.execute(
+            "INSERT INTO vectors SELECT rowid, %s::real[]::vector FROM memories WHERE id = %s",
+            (np.frombuffer(_vector(3), "<f4").tolist(), gone),
+        )
+        late.execute("DELETE FROM vectors WHERE memory_rowid = (SELECT rowid FROM memories WHERE id = %s)", (gone,))
+        late.execute("COMMIT")
+    # A reader that had seen the second vector's place finds the first after it.
+    newer = storage.vectors_after(after_second, 10)
+    assert [v.key for v in newer] == [_key(postgres_url, first)] and newer[0].seq > after_second
+    assert newer[0].vector == _vector(1)
+    storage.close()
+    service.close()
+
+
+def test_a_vector_written_through_one_server_is_found_by_another_servers_index_at_once(
+    postgres_url: str, tmp_path: Path, clock: ManualClock
+):
+    one = open_service(_settings(postgres_url, tmp_path / "one"), clock=clock, embedder=FakeEmbedder(DIMENSION))
+    other = open_service(_settings(postgres_url, tmp_path / "other"), clock=clock, embedder=FakeEmbedder(DIMENSION))
     try:
-        with storage.vectors_indexed_at_end():
-            storage.put_vectors([(i, v.tobytes()) for i, v in zip(ids[:20], vectors[:20], strict=True)])
-            assert storage.check_integrity() == missing  # not taken in one by one
-        assert storage.check_integrity() == []
-        with pytest.raises(RuntimeError), storage.vectors_indexed_at_end():
-            assert storage.check_integrity() == missing  # dropped for the block
-            storage.put_vectors([(i, v.tobytes()) for i, v in zip(ids[20:], vectors[20:], strict=True)])
-            raise RuntimeError("the copy failed")
-        assert storage.check_integrity() == []  # built all the same
-        query = embedder.embed_query("Note 25 about the garden")
-        assert storage.vector_search().search(query, 1)[0][1] == pytest.approx(1.0, abs=1e-5)
+        assert other.recall("Zoe tunes her cello every morning").hits == []
+        stored = one.store("Zoe tunes her cello every morning").memory
+        (hit,) = other.recall("Zoe tunes her cello every morning").hits
+        assert hit.memory.id == stored.id and hit.scores.semantic_similarity > 0.99
+        one.update(stored.id, content="Liam restores old bicycles in his garage")  # embedded again
+        hits = other.recall("Liam restores old bicycles in his garage").hits
+        assert hits[0].memory.id == stored.id and hits[0].scores.semantic_similarity > 0.99
+    finally:
+        one.close()
+        other.close()
+
+
+def test_each_server_keeps_its_snapshot_of_a_large_store_in_its_own_home(
+    postgres_url: str, tmp_path: Path, clock: ManualClock
+):
+    settings = _settings(postgres_url, tmp_path / "one")
+    service = open_service(settings, clock=clock, embedder=FakeEmbedder(DIMENSION))
+    service.searcher.graph_from = 40  # as if the store were past GRAPH_FROM
+    texts = [f"Note {i} about {('cello', 'chess', 'roses', 'bread')[i % 4]} on day {i}" for i in range(60)]
+    for text in texts:
+        service.store(text)
+    try:
+        service.recall("cello")
+        index = service.searcher.index
+        assert isinstance(index, LayeredIndex)
+        index.settle(60)
+        service.recall("cello")  # moves to the snapshot just written
+        assert index.snapshot_seq is not None and index.folder.parent == settings.home / "stores" / "default" / (
+            "vector-index"
+        )
+        (hit,) = service.recall(texts[37], limit=1).hits
+        assert hit.memory.content == texts[37] and hit.scores.semantic_similarity > 0.99
     finally:
         service.close()
 
 
-def test_a_store_says_when_its_vector_index_outgrows_the_servers_shared_buffers(
-    postgres_url: str, tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+def test_a_store_from_before_the_feed_keeps_every_vector_in_its_order(
+    postgres_url: str, tmp_path: Path, clock: ManualClock
 ):
-    settings = Settings(home=tmp_path / "home", embedder="none", database_url=postgres_url)
+    settings = _settings(postgres_url, tmp_path / "home")
     service = open_service(settings, clock=clock, embedder=FakeEmbedder(DIMENSION))
-    with psycopg.connect(postgres_url, autocommit=True) as db:
-        assert vector_index_and_buffers(db, schema_name("default")) is None  # no vector yet: no index
-        service.store("Zoe tunes her cello every morning")
-        (buffers,) = db.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone() or (0,)
-        sizes = vector_index_and_buffers(db, schema_name("default"))
-        assert sizes is not None and 0 < sizes[0] < sizes[1] == buffers
+    stored = [service.store(f"Note {i}: the garden roses need {i} litres of water").memory for i in range(12)]
     service.close()
-    storage = PostgresStorage(postgres_url, "default")  # opened again: the index fits, nothing said
+    with store_connection(postgres_url) as db:  # the store as m013 left it: seq beside each vector
+        undo_m014(db)
+        before = db.execute("SELECT memory_rowid, seq FROM vectors ORDER BY seq").fetchall()
+    assert len(before) == 12
+
+    upgraded = open_service(settings, clock=clock, embedder=FakeEmbedder(DIMENSION))
     try:
-        assert "shared_buffers" not in caplog.text
-        advise_buffers("default", (2 * buffers, buffers))  # as a store of millions would measure
-        assert f"vector index ({2 * buffers >> 20} MB) is larger than PostgreSQL's shared_buffers" in caplog.text
-    finally:
+        with store_connection(postgres_url) as db:
+            assert db.execute("SELECT memory_rowid, seq FROM vector_feed ORDER BY seq").fetchall() == before
+            tables = {
+                name for (name,) in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+            }
+            assert ("vector_signs",) not in tables
+        storage = PostgresStorage(postgres_url, "default")
+        assert storage.check_integrity() == []
         storage.close()
+        (hit,) = upgraded.recall(stored[7].content, limit=1).hits
+        assert hit.memory.id == stored[7].id and hit.scores.semantic_similarity > 0.99
+        upgraded.store("Zoe tunes her cello every morning")  # a new vector after the old ones
+        with store_connection(postgres_url) as db:
+            (last,) = db.execute("SELECT max(seq) FROM vector_feed").fetchone() or (0,)
+        assert last > before[-1][1]
+    finally:
+        upgraded.close()

@@ -33,7 +33,7 @@ from mnemo.errors import CorruptedData, Duplicate, Locked, MnemoError, NotFound,
 from mnemo.model import Context, Status
 from mnemo.query import Filters
 from mnemo.search.words import search_terms
-from mnemo.storage import IdempotentCall, Storage, postgres_vectors, sql
+from mnemo.storage import IdempotentCall, Storage, sql
 from mnemo.storage import sqlite as sqlite_backend
 from mnemo.storage.sqlite import DB_FILENAME, SQLiteStorage
 from mnemo.storage.sqlite_files import backups
@@ -218,70 +218,6 @@ def test_postgresql_m004_lets_a_user_filter_read_the_keys_it_keeps_from_the_inde
     assert "Index Only Scan using memories_user" in plan[0][0]
 
 
-def _sign_bits(database_url: str) -> dict[str, tuple[str | None, str | None]]:
-    """Each memory's sign bits as stored, and as its vector's signs make them (None: no vector)."""
-    with store_connection(database_url) as db:
-        rows = db.execute(
-            "SELECT m.id, s.bits::text, v.embedding::text FROM memories m"
-            " LEFT JOIN vectors v ON v.memory_rowid = m.rowid LEFT JOIN vector_signs s ON s.memory_rowid = m.rowid"
-        ).fetchall()
-    signs = {}
-    for memory_id, bits, embedding in rows:
-        values = None if embedding is None else np.array(embedding.strip("[]").split(","), dtype=np.float32)
-        signs[memory_id] = (bits, None if values is None else "".join("1" if x > 0 else "0" for x in values))
-    return signs
-
-
-def _sign_users(database_url: str) -> dict[str, str | None]:
-    """The user beside each memory's sign bits."""
-    with store_connection(database_url) as db:
-        rows = db.execute(
-            "SELECT m.id, s.user_id FROM memories m JOIN vector_signs s ON s.memory_rowid = m.rowid"
-        ).fetchall()
-    return dict(rows)
-
-
-@pytest.mark.parametrize("backend", ["postgres"])
-def test_postgresql_vectors_carry_their_sign_bits_and_user_through_every_write(
-    settings: Settings, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
-):
-    assert settings.database_url is not None
-    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
-    emma = service.store("Emma is lactose intolerant", context=Context(user_id="u1")).memory
-    liam = service.store("Liam collects vinyl records", context=Context(user_id="u1")).memory
-    nobody = service.store("The office closes at six").memory
-    signs = _sign_bits(settings.database_url)
-    dimension = FakeEmbedder().dimension
-    assert all(bits == expected and bits is not None and len(bits) == dimension for bits, expected in signs.values())
-    assert _sign_users(settings.database_url) == {emma.id: "u1", liam.id: "u1", nobody.id: None}
-
-    service.storage.drop_vectors([emma.id])
-    assert _sign_bits(settings.database_url)[emma.id] == (None, None)
-    assert _sign_bits(settings.database_url)[liam.id] == signs[liam.id]
-    service.update(liam.id, content="Liam collects jazz records from the fifties")  # embedded again
-    changed = _sign_bits(settings.database_url)[liam.id]
-    assert changed[0] == changed[1] and changed != signs[liam.id]
-    with store_connection(settings.database_url) as db:  # a change of user, as a program may make one
-        db.execute("UPDATE memories SET user_id = 'u2' WHERE id = %s", (liam.id,))
-        db.execute("UPDATE memories SET user_id = 'u3' WHERE id = %s", (nobody.id,))
-    assert _sign_users(settings.database_url) == {liam.id: "u2", nobody.id: "u3"}
-    # A shortlist of one: the search finds Liam's note for u2 only by the bits filed under u2.
-    service.store("The garden roses need water every morning", context=Context(user_id="u2"))
-    monkeypatch.setattr(postgres_vectors, "SHORTLIST", 1)
-    monkeypatch.setattr(postgres_vectors, "SHORTLIST_PER_RESULT", 1)
-    index = service.searcher.index
-    assert index is not None
-    query = FakeEmbedder().embed_query("Liam collects jazz records from the fifties")
-    found = index.search_passing(query, 1, Filters(now=clock.now(), user_id="u2"), service.storage)
-    assert [service.storage.keys_passing([key], Filters(now=clock.now())) for key, _ in found] == [
-        {found[0][0]: liam.id}
-    ]
-
-    service.storage.reset_vectors("another-model")
-    service.storage.close()
-    assert set(_sign_bits(settings.database_url).values()) == {(None, None)}
-
-
 @pytest.mark.parametrize("backend", ["postgres"])
 def test_postgresql_plans_each_read_for_its_parameters_and_keeps_the_writes_prepared(
     settings: Settings, clock: ManualClock
@@ -305,54 +241,6 @@ def test_postgresql_plans_each_read_for_its_parameters_and_keeps_the_writes_prep
     assert any(statement.startswith("INSERT INTO versions") for statement in prepared)
     searches = ("unnest(d.words)", "bit_count", "<=>", "words @@")
     assert not [statement for statement in prepared if any(part in statement for part in searches)]
-
-
-@pytest.mark.parametrize("backend", ["postgres"])
-@pytest.mark.parametrize("made_by", ["m004", "m005"])
-def test_postgresql_m006_gives_stored_vectors_their_sign_bits_and_filtered_search_reads_them_from_indexes(
-    settings: Settings, clock: ManualClock, made_by: str
-):
-    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
-    for i in range(12):
-        service.store(f"Note {i}: the garden roses need {i} litres of water", context=Context(user_id=f"u{i % 2}"))
-    assert settings.database_url is not None
-    before = _sign_bits(settings.database_url)
-    service.storage.close()
-    with store_connection(settings.database_url) as db:  # the store as an older mnemo left it
-        undo_m006(db)
-        if made_by == "m004":
-            undo_m005(db)
-
-    upgraded = open_service(settings, clock=clock, embedder=FakeEmbedder())
-    try:
-        assert _sign_bits(settings.database_url) == before
-        filters = Filters(now=clock.now(), user_id="u1")
-        query = FakeEmbedder().embed_query("how much water do the roses need?")
-        index = upgraded.searcher.index
-        assert index is not None
-        passing = upgraded.storage.keys_matching(filters)
-        cosine = {key: float(vector @ query) for key, vector in index.vectors(passing).items()}
-        found = index.search_passing(query, 3, filters, upgraded.storage)
-        assert np.allclose([score for _, score in found], sorted(cosine.values(), reverse=True)[:3], atol=1e-5)
-        dialect = upgraded.storage.inner._dialect  # type: ignore[attr-defined]
-    finally:
-        upgraded.storage.close()
-    where, params = sql.where(filters, dialect)
-    with store_connection(settings.database_url) as db:
-        db.execute("VACUUM memories, vector_signs")  # marks the pages all-visible, as autovacuum does
-        db.execute("SET enable_seqscan = off")  # a few rows: the planner would rather read the tables
-        db.execute("SET enable_bitmapscan = off")
-        plan = "\n".join(
-            line
-            for (line,) in db.execute(  # type: ignore[call-overload]
-                "EXPLAIN SELECT m.rowid FROM memories m"
-                " LEFT JOIN vector_signs s ON s.memory_rowid = m.rowid AND s.user_id = m.user_id"
-                f" WHERE {where} ORDER BY bit_count(s.bits # %s) LIMIT 5",
-                [*params, "1" * len(query)],
-            )
-        )
-    assert "Index Only Scan using memories_user" in plan
-    assert "Index Only Scan using vector_signs_user" in plan
 
 
 def test_a_store_from_a_newer_mnemo_is_refused_naming_both_schema_versions(tmp_path: Path):
@@ -476,7 +364,10 @@ def test_postgresql_m011_frees_the_key_of_a_call_left_running_before_leases_and_
         )
     with caplog.at_level(logging.INFO, logger="mnemo.storage"):
         upgraded = open_service(settings, clock=clock)
-    assert "schema upgraded (m011_idempotency_leases, m012_change_numbers, m013_applied_calls) in" in caplog.text
+    assert (
+        "schema upgraded (m011_idempotency_leases, m012_change_numbers, m013_applied_calls,"
+        " m014_vectors_fed_in_commit_order) in" in caplog.text
+    )
     try:
         _calls_left_by_a_mnemo_before_leases_after_the_upgrade(upgraded.storage)
     finally:
@@ -858,31 +749,6 @@ def test_text_search_ranks_only_the_newest_memories_with_words_that_most_memorie
 
     assert [h.memory_id for h in hits] != [best_but_oldest.id]
     assert {h.memory_id for h in hits} <= {m.id for m in newer[-4:]}
-
-
-@pytest.mark.parametrize("backend", ["postgres"])
-def test_postgresql_builds_its_hnsw_index_choosing_links_among_128_candidates(settings: Settings, clock: ManualClock):
-    # pgvector's default, 64, left templated notes' clusters with few links between them (see
-    # postgres_schema.HNSW_BUILD_CANDIDATES); the index is made with the first vector, and anew
-    # when the vectors are re-embedded.
-    def definition() -> str:
-        with store_connection(settings.database_url) as db:
-            row = db.execute(
-                "SELECT indexdef FROM pg_indexes WHERE indexname = 'vectors_hnsw' AND schemaname = current_schema()"
-            ).fetchone()
-        return row[0] if row else ""
-
-    service = open_service(settings, clock=clock, embedder=FakeEmbedder())
-    try:
-        assert definition() == ""
-        service.store("Emma is allergic to pollen", context=Context(user_id="u1"))
-        assert "hnsw" in definition() and "ef_construction='128'" in definition()
-        service.storage.reset_vectors(FakeEmbedder().name)  # as `mnemo reindex` does
-        assert definition() == ""
-        service.store("Liam collects jazz records", context=Context(user_id="u1"))
-        assert "ef_construction='128'" in definition()
-    finally:
-        service.storage.close()
 
 
 # -- request ledgers ------------------------------------------------------------------------------

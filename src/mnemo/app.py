@@ -67,12 +67,12 @@ def make_embedder(settings: Settings) -> Embedder | None:
 def open_storage(settings: Settings, folder: Path, name: str) -> Storage:
     """The store's backend: its schema in the PostgreSQL database of MNEMO_DATABASE_URL, else SQLite in its folder."""
     if settings.database_url:
-        folder.mkdir(parents=True, exist_ok=True)  # its archive files and shared-space backups stay local
-        return _postgres(settings, settings.database_url, name)
+        folder.mkdir(parents=True, exist_ok=True)  # its archive files, backups and vector snapshots stay local
+        return _postgres(settings, settings.database_url, name, folder / sqlite_files.INDEX_FOLDER)
     return SQLiteStorage(folder, name, settings.busy_timeout_s)
 
 
-def _postgres(settings: Settings, url: str, name: str) -> PostgresStorage:
+def _postgres(settings: Settings, url: str, name: str, index_home: Path | None = None) -> PostgresStorage:
     from mnemo.storage.postgres import PostgresStorage
 
     return PostgresStorage(
@@ -82,6 +82,7 @@ def _postgres(settings: Settings, url: str, name: str) -> PostgresStorage:
         settings.busy_timeout_s,
         statement_timeout_s=settings.database_statement_timeout_s,
         pool_timeout_s=settings.database_pool_timeout_s,
+        index_home=index_home,
     )
 
 

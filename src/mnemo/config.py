@@ -86,8 +86,9 @@ class Settings(BaseSettings):
     vector_graph_from: int = Field(
         100_000,
         ge=1,
-        description="SQLite: vectors from which recall searches a graph snapshot kept beside the store "
-        "(approximate candidates, exact rerank) plus the newer vectors in memory, instead of all in memory.",
+        description="Vectors from which recall searches a graph snapshot kept beside the store (SQLite) or in "
+        "the server's home (PostgreSQL), with approximate candidates and an exact rerank, plus the newer vectors "
+        "in memory, instead of all in memory.",
     )
     model_dir: Path | None = Field(
         None, description="Where `mnemo setup` puts the local model (default: the user cache dir, per model)."

@@ -175,7 +175,7 @@ class Searcher:
     def __init__(self, storage: Storage, embedder: Embedder | None, graph_from: int = GRAPH_FROM) -> None:
         self.storage = storage
         self.embedder = embedder
-        self.graph_from = graph_from  # vectors from which a SQLite store's index keeps a snapshot on disk
+        self.graph_from = graph_from  # vectors from which a store's index keeps a snapshot on disk
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-query")
         self._words = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-words")
         self._searching = 0  # calls between their word search and its result (see _alone)
@@ -191,14 +191,10 @@ class Searcher:
 
     @cached_property
     def index(self) -> VectorSearch | None:
-        """The backend's own vector search if it has one, else the store's vectors in this process's
-        memory and, past ``graph_from`` of them, in a snapshot beside the store; made on first use (so
-        numpy loads after a server's handshake)."""
+        """The store's vectors in this process's memory and, past ``graph_from`` of them, in a snapshot
+        in the store's index folder; made on first use (so numpy loads after a server's handshake)."""
         if self.embedder is None:
             return None
-        own = self.storage.vector_search()
-        if own is not None:
-            return own
         folder = self.storage.index_folder()
         if folder is None:
             return VectorIndex(self.embedder.dimension)

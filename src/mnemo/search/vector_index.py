@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from mnemo.embed import Vectors
 from mnemo.lazy import numpy as np
-from mnemo.storage import Storage
+from mnemo.storage import Storage, StoredVector
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -77,14 +77,21 @@ class VectorIndex:
         self._lock = threading.Lock()
 
     def refresh(self, storage: Storage) -> None:
-        """Take in every vector written since the last refresh, by this process or another."""
+        """Take in every vector written since the last refresh, by this process or another, and those
+        of this thread's batch not yet committed (``unfed_vectors``: given again by seq once they are)."""
         with self._lock:
-            if storage.last_vector_seq() <= self._seq:
-                return
-            while batch := storage.vectors_after(self._seq, READ_BATCH):
-                vectors = np.frombuffer(b"".join(v.vector for v in batch), dtype=np.float32)
-                self._add([v.key for v in batch], vectors.reshape(len(batch), self.dimension))
-                self._seq = batch[-1].seq
+            if storage.last_vector_seq() > self._seq:
+                while batch := storage.vectors_after(self._seq, READ_BATCH):
+                    self._take(batch)
+                    self._seq = batch[-1].seq
+                    if len(batch) < READ_BATCH:  # the last: asking again would find nothing
+                        break
+            if unfed := storage.unfed_vectors():
+                self._take(unfed)
+
+    def _take(self, batch: Sequence[StoredVector]) -> None:
+        vectors = np.frombuffer(b"".join(v.vector for v in batch), dtype=np.float32)
+        self._add([v.key for v in batch], vectors.reshape(len(batch), self.dimension))
 
     def _add(self, keys: Sequence[int], vectors: Vectors) -> None:
         fresh = [i for i, key in enumerate(keys) if key not in self._row_of]

@@ -1,4 +1,4 @@
-"""The vector search of a store whose backend has none of its own (SQLite): two layers.
+"""The vector search of a store, in the process (SQLite and PostgreSQL alike): two layers.
 
 Up to GRAPH_FROM vectors, everything is in ``VectorIndex`` (exact, in memory). Past that, a
 snapshot on disk (``vector_graph``: a graph for candidates, float32 rows to rescore them, both
@@ -7,7 +7,9 @@ stored after it. A search asks both and keeps the best; a key in the recent laye
 since the snapshot) or discarded is ignored in the snapshot. When the recent layer reaches a
 share of the snapshot's size, a background thread writes the next snapshot from the last one plus
 the recent vectors (one process at a time, under a lock file); every process, this one included,
-moves to a newer snapshot on its next refresh, which notices it by the folder's mtime.
+moves to a newer snapshot on its next refresh, which notices it by the folder's mtime. A SQLite
+store's snapshot is beside it, shared by the processes that open it; a PostgreSQL store's is in
+each server's home (``Storage.index_folder``), whose ``seq`` is the feed's, in commit order.
 
 So start-up reads only the vectors since the last snapshot, whatever the store's size; writes by
 other processes reach the recent layer as before (by ``seq``), and deletions by anyone drop out of

@@ -120,8 +120,8 @@ class Job:
 
 
 class VectorSearch(Protocol):
-    """Cosine search over a store's vectors, by storage key. ``mnemo.search.vector_index.VectorIndex`` is one
-    (in memory, fed by ``vectors_after``); a backend that searches vectors itself offers its own."""
+    """Cosine search over a store's vectors, by storage key, in the process: ``mnemo.search.vector_index.VectorIndex``
+    (in memory, fed by ``vectors_after``) or ``vector_layers.LayeredIndex`` (a snapshot on disk as well)."""
 
     def refresh(self, storage: Storage) -> None: ...  # take in what other writers stored
     def discard(self, keys: Sequence[int]) -> None: ...  # these keys' vectors were dropped
@@ -195,6 +195,7 @@ class Storage(Protocol):
     def vectors_after(self, seq: int, limit: int) -> list[StoredVector]: ...
     def vectors_of(self, memory_ids: Sequence[str]) -> dict[str, bytes]: ...  # by id, as put_vectors takes them
     def last_vector_seq(self) -> int: ...
+    def unfed_vectors(self) -> list[StoredVector]: ...  # written, not yet given by vectors_after, seen by this thread
     def vector_keys(self) -> list[int]: ...  # the keys of every memory that has a vector
     def unembedded(self, limit: int) -> list[Memory]: ...
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]: ...
@@ -205,8 +206,7 @@ class Storage(Protocol):
     # for each key in a session: the keys of the next ``count`` memories of that session, in order made
     def following_in_session(self, keys: Sequence[int], count: int, within: timedelta) -> dict[int, list[int]]: ...
     def vector_bytes(self, filters: Filters | None = None) -> int: ...
-    def vector_search(self) -> VectorSearch | None: ...  # None: the engine keeps an index in memory
-    def index_folder(self) -> Path | None: ...  # where that index may keep files, rebuilt from the store at will
+    def index_folder(self) -> Path | None: ...  # where the vector index may keep files, rebuilt from the store at will
 
     # -- changes (a sync reads each side from where its last one reached) --------------------------
     # Every write of a memory is given a change number: a write that commits after

@@ -26,7 +26,7 @@ _TIMED_TABLES = {  # table: its columns in order, and which of them hold a time
     "events": ("kind, at, count", {1}),
 }  # fmt: skip
 # what a backend sets for itself: a copy numbers its changes anew (its syncs then compare every memory)
-_NOT_COPIED_SETTINGS = {"vector_dimension", "last_change_number", "change_numbers"}
+_NOT_COPIED_SETTINGS = {"vector_dimension", "last_change_number", "change_numbers", "store_id"}  # the target's own
 
 
 def every_memory() -> Filters:
@@ -51,10 +51,9 @@ def copy_store(
     for job in source.recent_jobs(1_000_000):
         target.put_job(job)
     seq = 0
-    with target.vectors_indexed_at_end():
-        while batch := source.vectors_after(seq, BATCH):
-            target.put_vectors([(ids[v.key], v.vector) for v in batch if v.key in ids])
-            seq = batch[-1].seq
+    while batch := source.vectors_after(seq, BATCH):
+        target.put_vectors([(ids[v.key], v.vector) for v in batch if v.key in ids])
+        seq = batch[-1].seq
     return len(ids)
 
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, ClassVar
 
 import psycopg
@@ -49,16 +50,12 @@ from mnemo.storage import (
 from mnemo.storage.postgres_schema import (
     ENTRY_COUNTER,
     EXPECTED_TABLES,
-    HNSW_INDEX,
     MIGRATIONS,
     WORDS_CONFIG,
-    advise_buffers,
-    build_vector_index,
-    drop_vector_index,
     migrate,
     schema_name,
+    store_id,
     unfix_dimension,
-    vector_index_and_buffers,
 )
 from mnemo.storage.sql_store import SQLStore
 
@@ -118,7 +115,10 @@ class PostgresStorage(SQLStore):
         busy_timeout_s: float = 30.0,
         statement_timeout_s: float = 60.0,
         pool_timeout_s: float | None = None,
+        index_home: Path | None = None,
     ) -> None:
+        """``index_home``: the folder under which this process keeps its snapshot of the store's
+        vectors (``index_folder``); None: every vector in memory."""
         self.name = name
         self.schema = schema_name(name)
         self._url = url
@@ -126,14 +126,14 @@ class PostgresStorage(SQLStore):
         self._statement_timeout_s = statement_timeout_s
         self._pool_timeout_s = busy_timeout_s if pool_timeout_s is None else pool_timeout_s
         self._words = postgres_text.WordStats(self._read)
+        self._index_home = index_home
         self._local = threading.local()  # batch()'s connection, by thread
-        self._vectors_unindexed = False  # in vectors_indexed_at_end()
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(busy_timeout_s))) as db:
                 started = time.monotonic()
                 self._migrated(migrate(db, self.schema), time.monotonic() - started)
                 self._dialect = _dialect(db.info.server_version)
-                advise_buffers(name, vector_index_and_buffers(db, self.schema))
+                self._store_id = store_id(db, self.schema)
         except ValueError as newer:
             raise StorageError(
                 f"store {name!r} has schema version {newer}, newer than this mnemo understands ({len(MIGRATIONS)})",
@@ -214,11 +214,11 @@ class PostgresStorage(SQLStore):
             yield
             return
         with self._tx() as db:
-            self._local.db = db
+            self._local.db, self._local.unfed = db, []
             try:
                 yield
             finally:
-                self._local.db = None
+                self._local.db, self._local.unfed = None, []
             if db.info.transaction_status is TransactionStatus.INERROR:
                 # A statement failed outside any write's savepoint (a read), and PostgreSQL then
                 # refuses the rest of the transaction: its COMMIT would quietly roll back.
@@ -379,45 +379,40 @@ class PostgresStorage(SQLStore):
     def reset_vectors(self, model: str) -> None:
         """Forget every vector and record which model the next ones come from."""
         with self._unbounded() as db:
-            db.execute("DELETE FROM vector_signs")  # first: else each vector's deletion looks for its row
             db.execute("DELETE FROM vectors")
             unfix_dimension(db)
             self._put_setting(db, "vector_model", model)
 
     def put_vectors(self, vectors: Sequence[tuple[str, bytes]]) -> None:
         with self._tx() as db:
-            postgres_vectors.put(db, vectors, index=not self._vectors_unindexed)
+            written = postgres_vectors.put(db, vectors)
+        if self._batch_connection() is not None:
+            self._local.unfed.extend(written)
 
-    @contextmanager
-    def vectors_indexed_at_end(self) -> Iterator[None]:
-        """The HNSW index is dropped for the block and built once at its end: built over N vectors
-        it costs about a fifth of taking each in as it is written (docs/postgresql.md, Moving).
-        Searches meanwhile read every vector; for a store being filled whole (``copy_store``)."""
-        with self._tx() as db:
-            drop_vector_index(db)
-        self._vectors_unindexed = True
-        try:
-            yield
-        finally:
-            self._vectors_unindexed = False
-            with self._unbounded() as db:
-                build_vector_index(db)
+    def unfed_vectors(self) -> list[StoredVector]:
+        """The vectors this thread's open batch wrote: the feed gives them to no reader before it
+        commits, but the batch's own searches must find them (a near-duplicate of a memory stored
+        earlier in an import's batch)."""
+        return list(getattr(self._local, "unfed", ())) if self._batch_connection() is not None else []
 
     def vectors_after(self, seq: int, limit: int) -> list[StoredVector]:
-        """Vectors by seq; not for tailing (see postgres_vectors): searches go to ``vector_search``."""
+        """Vectors by their place in the feed, which is their transactions' commit order (postgres_vectors)."""
         with self._read() as db:
             return postgres_vectors.after(db, seq, limit)
+
+    def last_vector_seq(self) -> int:
+        with self._read() as db:
+            return postgres_vectors.last_seq(db)
 
     def vectors_of(self, memory_ids: Sequence[str]) -> dict[str, bytes]:
         with self._read() as db:
             return postgres_vectors.of(db, memory_ids)
 
-    def vector_search(self) -> postgres_vectors.PostgresVectorSearch:
-        return postgres_vectors.PostgresVectorSearch(self._read_together, self._dialect)
-
-    def index_folder(self) -> None:
-        """None: the vectors are searched in the database (``vector_search``), no files beside it."""
-        return None
+    def index_folder(self) -> Path | None:
+        """Where this server's snapshot of the store's vectors is kept (see vector_layers): a folder
+        of its own under ``index_home`` for this store, which a copy of the database keeps; None
+        without ``index_home`` (every vector in memory)."""
+        return None if self._index_home is None else self._index_home / f"{self.schema}-{self._store_id}"
 
     def refresh_statistics(self) -> None:
         """ANALYZE the tables a bulk write grows. Until autovacuum comes by (a minute or more later)
@@ -426,7 +421,7 @@ class PostgresStorage(SQLStore):
         word search's choice between fetching its matches and walking the store reads the same
         statistics (``postgres_text``). ~0.2 s at 10,000 memories: ANALYZE reads a sample."""
         with self._unbounded() as db:
-            db.execute("ANALYZE memories, vectors, memory_tags")
+            db.execute("ANALYZE memories, vectors, vector_feed, memory_tags")
 
     def keys_passing(self, keys: Sequence[int], filters: Filters) -> dict[int, str]:
         return dict(self._passing(keys, filters, "m.rowid, m.id"))
@@ -505,20 +500,11 @@ class PostgresStorage(SQLStore):
             db.execute("SELECT 1 FROM settings WHERE key = %s FOR UPDATE", (ENTRY_COUNTER,))
 
     def check_integrity(self) -> list[str]:
-        """What the store's schema lacks: a table, or the vectors' HNSW index once they have a dimension."""
+        """What the store's schema lacks: a table."""
         with self._read() as db:
             tables = {name for (name,) in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
                                                      (self.schema,))}  # fmt: skip
-            indexes = {name for (name,) in db.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s",
-                                                      (self.schema,))}  # fmt: skip
-            sized = (
-                "settings" in tables
-                and db.execute("SELECT 1 FROM settings WHERE key = 'vector_dimension'").fetchone() is not None
-            )
-        found = [f"table {table} is missing" for table in sorted(EXPECTED_TABLES - tables)]
-        if sized and HNSW_INDEX not in indexes:
-            found.append(f"index {HNSW_INDEX} is missing")
-        return found
+        return [f"table {table} is missing" for table in sorted(EXPECTED_TABLES - tables)]
 
     def back_up(self, reason: str, min_interval_s: float = 0.0) -> str | None:
         """None: PostgreSQL stores are backed up by the database's own tools, not at each start."""

@@ -9,33 +9,22 @@ database migrate it once; ``migrations`` records each by name.
 Words: ``memories.words`` is a generated tsvector (content, tags and automatic tags) under a GIN
 index, with a configuration like SQLite's porter tokenizer: English stems, no stop words dropped.
 Vectors: ``vectors.embedding`` is a pgvector column; its dimension is fixed by the first vector
-stored (``fix_dimension``), and then an HNSW index (cosine) is built over it.
+stored (``fix_dimension``). Each server searches them in its own memory (as on SQLite), reading the
+ones written since it last looked from ``vector_feed`` in the order they were committed (m014).
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
 
 WORDS_CONFIG = "mnemo_words"  # the text search configuration, in the store's schema
-log = logging.getLogger("mnemo.storage")
 
-HNSW_INDEX = "vectors_hnsw"
-# Candidates a vector's links are chosen from when it joins the HNSW index (pgvector's default 64).
-# Templated notes cluster (hundreds within 0.9 cosine): at 64 a vector's candidates were all its
-# cluster's. Of 200,000 such vectors the index's 10 nearest held 0.92 of the true top 10 for a
-# stored note's words, at 128 0.97, for 2.23 ms an insert instead of 2.17; 32 links chosen among 256
-# held 0.99 but cost 4.63 ms (benchmarks/graph_recall.py --postgres). At 1,000,000 32 among 256 held
-# 0.938 / 0.906 / 0.780 of a note's words', half a note's and random words' top 10 against 0.897 /
-# 0.794 / 0.607, but `mnemo import` into PostgreSQL ran at 215-218 memories/s against 391-396
-# (docs/postgresql.md, "What is indexed", says how a team rebuilds its index so by hand). An index
-# made before keeps its setting until the vectors are embedded anew (`mnemo reindex` makes it again).
-HNSW_BUILD_CANDIDATES = 128
 ENTRY_COUNTER = "last_entry_number"  # settings key: the last entry number given out (spec 003)
+STORE_ID = "store_id"  # settings key: a store's own id, which names its vectors' snapshots (m014)
 _MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1
 
 
@@ -445,6 +434,59 @@ def m013_applied_calls(db: psycopg.Connection) -> None:
     db.execute("ALTER TABLE idempotent_calls ADD COLUMN applied_to TEXT")
 
 
+# The lock a transaction holds from its first vector's place in ``vector_feed`` to its commit (with
+# the store's schema as second key): see m014.
+FEED_LOCK = 0x6D6E6D66  # "mnmf"
+
+
+def m014_vectors_fed_in_commit_order(db: psycopg.Connection) -> None:
+    """Vectors are searched in each server's memory, from a feed in commit order, instead of in SQL.
+
+    Through pgvector's HNSW index a search at 1,000,000 memories found 0.61 of the true top 10 for
+    three random words at the widest walk it allows, and a recall took 32-37 ms at p95 with the graph
+    in shared_buffers (docs/postgresql.md); the in-process snapshot graph that SQLite stores use finds
+    more, faster, and each insert no longer pays for the HNSW index (1.2 ms) or the sign bits beside it.
+
+    A server takes in what others wrote by asking for the vectors after the last ``seq`` it saw. A
+    sequence alone cannot give that order: concurrent transactions commit their values out of order,
+    so a reader could pass a value whose transaction commits later and never read it. So a vector's
+    ``seq`` is given at commit time, by a deferred trigger that first takes FEED_LOCK for the rest of
+    its transaction: values are handed out in the order their transactions commit, and a reader that
+    sees one sees every smaller one that will ever exist. Commits that wrote vectors run one at a time
+    (the trigger's statements and the commit's flush), other work of those transactions does not."""
+    db.execute("DROP TRIGGER memories_user_changed ON memories")
+    db.execute("DROP FUNCTION vector_signs_follow_user()")
+    db.execute("DROP TABLE vector_signs")
+    db.execute("DROP FUNCTION sign_bits(public.vector)")
+    db.execute("DROP INDEX IF EXISTS vectors_hnsw")
+    db.execute("""
+        CREATE TABLE vector_feed (
+            memory_rowid BIGINT PRIMARY KEY REFERENCES vectors(memory_rowid) ON DELETE CASCADE,
+            seq BIGINT NOT NULL
+        )
+    """)
+    db.execute("INSERT INTO vector_feed SELECT memory_rowid, seq FROM vectors")
+    db.execute("CREATE INDEX vector_feed_seq ON vector_feed(seq)")
+    db.execute("ALTER TABLE vectors DROP COLUMN seq")
+    # The row may be gone by commit time (stored, then deleted, in one transaction): nothing to feed.
+    db.execute(f"""
+        CREATE FUNCTION vector_feed_put() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock({FEED_LOCK}, hashtext(current_schema()));
+            INSERT INTO vector_feed
+                SELECT v.memory_rowid, nextval('vector_seq') FROM vectors v WHERE v.memory_rowid = NEW.memory_rowid
+                ON CONFLICT (memory_rowid) DO UPDATE SET seq = excluded.seq;
+            RETURN NULL;
+        END $$
+    """)
+    db.execute(f"INSERT INTO settings VALUES ('{STORE_ID}', gen_random_uuid()::text)")
+    db.execute(
+        "CREATE CONSTRAINT TRIGGER vectors_fed AFTER INSERT OR UPDATE ON vectors"
+        " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION vector_feed_put()"
+    )
+
+
 MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m001_create_tables,
     m002_session_index,
@@ -459,6 +501,7 @@ MIGRATIONS: list[Callable[[psycopg.Connection], None]] = [
     m011_idempotency_leases,
     m012_change_numbers,
     m013_applied_calls,
+    m014_vectors_fed_in_commit_order,
 ]
 _LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock that migrations (of any store) run under
 
@@ -485,76 +528,32 @@ def migrate(db: psycopg.Connection, schema: str) -> list[str]:
         return ran
 
 
-def fix_dimension(db: psycopg.Connection, dimension: int, index: bool = True) -> None:
-    """Give the vectors column its dimension and build the HNSW index (unless ``index`` is False:
-    ``build_vector_index`` later), once (the first vector's)."""
+def store_id(db: psycopg.Connection, schema: str) -> str:
+    row = db.execute(
+        sql.SQL("SELECT value FROM {}.settings WHERE key = %s").format(sql.Identifier(schema)), (STORE_ID,)
+    ).fetchone()
+    return str(row[0]) if row else ""
+
+
+def fix_dimension(db: psycopg.Connection, dimension: int) -> None:
+    """Give the vectors column its dimension, once (the first vector's)."""
     if db.execute("SELECT value FROM settings WHERE key = 'vector_dimension'").fetchone() is not None:
         return
     db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
     if db.execute("SELECT value FROM settings WHERE key = 'vector_dimension'").fetchone() is not None:
         return  # another process fixed it while this one waited
     db.execute(sql.SQL("ALTER TABLE vectors ALTER COLUMN embedding TYPE public.vector({})").format(dimension))
-    if index:
-        _create_vector_index(db)
     db.execute("INSERT INTO settings VALUES ('vector_dimension', %s)", (str(dimension),))
-
-
-# Memory for building the HNSW index over a store's vectors at once: pgvector builds far faster while
-# the graph fits in it (a 384-dimension vector is 1.5 KB of it before its links).
-INDEX_BUILD_MEMORY = "1GB"
-
-
-def build_vector_index(db: psycopg.Connection) -> None:
-    """Build the HNSW index over the vectors now, if they have a dimension and it is not there."""
-    if db.execute("SELECT value FROM settings WHERE key = 'vector_dimension'").fetchone() is not None:
-        db.execute(f"SET LOCAL maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")
-        _create_vector_index(db)
-
-
-def vector_index_and_buffers(db: psycopg.Connection, schema: str) -> tuple[int, int] | None:
-    """The schema's HNSW index's size and the server's ``shared_buffers``, in bytes; None without the index."""
-    row = db.execute(
-        "SELECT pg_relation_size(to_regclass(format('%%I.%%I', %s::text, %s::text))),"
-        " pg_size_bytes(current_setting('shared_buffers'))",
-        (schema, HNSW_INDEX),
-    ).fetchone()
-    return None if row is None or row[0] is None else (int(row[0]), int(row[1]))
-
-
-def advise_buffers(store: str, sizes: tuple[int, int] | None) -> None:
-    """Say when the store's HNSW graph (``sizes``: it and shared_buffers, in bytes) outgrows the
-    server's shared_buffers: each walk then reads its pages through the OS's cache, which at
-    1,000,000 memories made a recall's walks 2-3 times slower (docs/postgresql.md, "Memory")."""
-    if sizes is not None and sizes[0] > sizes[1]:
-        log.warning(
-            "store %r: its vector index (%d MB) is larger than PostgreSQL's shared_buffers (%d MB): vector"
-            " searches read it through the OS's cache, 2-3 times slower; give shared_buffers room for it",
-            store, sizes[0] >> 20, sizes[1] >> 20,
-        )  # fmt: skip
-
-
-def drop_vector_index(db: psycopg.Connection) -> None:
-    db.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(HNSW_INDEX)))
-
-
-def _create_vector_index(db: psycopg.Connection) -> None:
-    db.execute(
-        sql.SQL(
-            "CREATE INDEX IF NOT EXISTS {} ON vectors USING hnsw (embedding public.vector_cosine_ops)"
-            " WITH (ef_construction = {})"
-        ).format(sql.Identifier(HNSW_INDEX), HNSW_BUILD_CANDIDATES)
-    )
 
 
 def unfix_dimension(db: psycopg.Connection) -> None:
     """Forget the vectors' dimension (they are all deleted): the next model's may differ."""
-    drop_vector_index(db)
     db.execute("ALTER TABLE vectors ALTER COLUMN embedding TYPE public.vector")
     db.execute("DELETE FROM settings WHERE key = 'vector_dimension'")
 
 
 EXPECTED_TABLES = frozenset(
     ("memories", "memory_tags", "links", "versions", "backups", "events", "vectors", "settings",
-     "request_counts", "idempotent_calls", "jobs", "migrations", "word_totals", "vector_signs",
+     "request_counts", "idempotent_calls", "jobs", "migrations", "word_totals", "vector_feed",
      "memory_counts")
 )  # fmt: skip

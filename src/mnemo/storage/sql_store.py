@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -66,11 +65,10 @@ class SQLStore(SQLStatistics):
     @abstractmethod
     def put_vectors(self, vectors: Sequence[tuple[str, bytes]]) -> None: ...
 
-    def vectors_indexed_at_end(self) -> AbstractContextManager[None]:
-        """Vectors written in the block enter the store's vector index once, at its end: for a store
-        filled whole (``copy_store``). SQLite's index is made from the table by the processes that
-        search it, whenever they look: nothing to defer."""
-        return nullcontext()
+    def unfed_vectors(self) -> list[StoredVector]:
+        """Vectors written that ``vectors_after`` does not give yet but this thread's searches must
+        find. SQLite: none, a batch's vectors are in the table by seq as they are written."""
+        return []
 
     @abstractmethod
     def purge(self, memory_ids: Sequence[str], changes: Sequence[Change]) -> None: ...

@@ -467,10 +467,6 @@ class SQLiteStorage(SQLStore):
             )
             return {key for (key,) in rows}
 
-    def vector_search(self) -> None:
-        """None: the engine searches an in-memory index that tails the vectors table by ``seq``."""
-        return None
-
     def refresh_statistics(self) -> None:
         """Nothing: SQLite keeps no statistics here (no ANALYZE); the plans that depend on counts
         count for themselves (``sqlite_plans``)."""
