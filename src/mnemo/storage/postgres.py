@@ -263,17 +263,6 @@ class PostgresStorage(SQLStore):
         with self._translated(), self._pool.connection() as db, _planned_each_time(db):
             yield db
 
-    @contextmanager
-    def _read_together(self) -> Iterator[psycopg.Connection]:
-        """A read of several statements in one transaction (a ``SET LOCAL``, then the search); in
-        batch(), the batch's own, without a savepoint (two round trips a read; a read undoes nothing)."""
-        if self._batch_connection() is not None:
-            with self._read() as db:
-                yield db
-            return
-        with self._tx() as db, _planned_each_time(db):
-            yield db
-
     def _write(self) -> AbstractContextManager[psycopg.Connection]:
         return self._tx()
 
