@@ -136,7 +136,7 @@ def test_a_common_word_is_estimated_from_the_newest_memories(
         for i in range(40):  # "kettle" in every other memory, "teapot" in three
             service.store(f"Entry {i}: " + ("the kettle" if i % 2 else "a teacup") + (" and teapot" if i < 3 else ""))
         with store_connection(postgres_url) as db:
-            n, _ = postgres_text.WordStats.totals(db)
+            n, _ = postgres_text.word_totals(db)
             df = postgres_text.counted_frequencies(db, ["kettl", "teapot"], n)
             together = postgres_text.counted_frequencies(db, ["entri", "teapot", "kettl"], n)
         assert n == 40

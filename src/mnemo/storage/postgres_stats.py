@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 
 from mnemo.storage import EventPattern, Granularity, Totals
+from mnemo.storage.access_tally import Counts, Recalls
 
 BUCKET_EXPR = {
     Granularity.HOUR: 'to_char(m.created_at, \'YYYY-MM-DD"T"HH24:00:00"Z"\')',
@@ -46,3 +47,19 @@ def event_pattern(db: psycopg.Connection, kind: str, start: datetime, end: datet
         by_hour[hour] = by_hour.get(hour, 0) + int(n)
         by_weekday[weekday] = by_weekday.get(weekday, 0) + int(n)
     return EventPattern(sum(by_hour.values()), by_hour, by_weekday)
+
+
+def write_access(db: psycopg.Connection, counts: Counts, recalls: Recalls) -> None:
+    """Add recalls' accesses to their memories' counts, and their events. The memories are updated in
+    one order (by id), so two servers' writes wait for each other rather than deadlock."""
+    ids = sorted(counts)
+    db.execute(
+        "UPDATE memories m SET access_count = m.access_count + a.n, accessed_at = a.at"
+        " FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) AS a(id, n, at) WHERE m.id = a.id",
+        (ids, [counts[i][0] for i in ids], [counts[i][1] for i in ids]),
+    )
+    db.execute(
+        "INSERT INTO events (kind, at, count) SELECT 'recall', e.at, e.n"
+        " FROM unnest(%s::timestamptz[], %s::int[]) AS e(at, n)",
+        ([at for at, _ in recalls], [n for _, n in recalls]),
+    )
