@@ -248,47 +248,40 @@ def search(
     n, avgdl = stats.totals(db)
     df = stats.document_frequencies(db, lexemes, n)
     rare, common = sql.rare_and_common({lex: min(df[lex], cap + 1) for lex in lexemes}, cap)
+    # Each match is checked against the filters where it is fetched (its row is read anyway), and
+    # brings along its id and length: a second statement checking the scored matches by their keys
+    # read each row again (1.4 ms a search at 1,000,000 memories, 2.9 in one user's).
+    fetched = f"SELECT m.rowid, m.words, m.id, length(m.content) AS length FROM memories m WHERE {where} AND"
     matches: list[str] = []
     match_params: list[Any] = []
     if rare:
-        matches.append("SELECT rowid, words FROM memories WHERE words @@ %s::tsquery")
-        match_params.append(tsquery_any(rare))
+        matches.append(f"{fetched} m.words @@ %s::tsquery")
+        match_params += [*params, tsquery_any(rare)]
     if common:
-        held, held_params = "SELECT rowid, words FROM memories WHERE words @@ %s::tsquery", [tsquery_any(common)]
+        held, held_params = f"{fetched} m.words @@ %s::tsquery", [*params, tsquery_any(common)]
         fetch = fetch_every_match(sum(df[lex] for lex in common), n, cap)
         if scope is not None:  # the newest in the scope: the index finds the words among its memories
             held, held_params = f"{held} AND {scope[0]}", held_params + scope[1]
             # Where the words' matches are too many to fetch, the scope's share of them may not be.
             fetch = fetch or fetch_every_match(round(estimated_rows(db, held, held_params)), n, cap)
         if fetch:
-            held = f"SELECT rowid, words FROM ({held} OFFSET 0) AS held"  # planned apart: no walk
+            held = f"SELECT * FROM ({held} OFFSET 0) AS held"  # planned apart: no walk
         matches.append(f"({held} ORDER BY rowid DESC LIMIT %s)")
         match_params += [*held_params, cap]
     idf = [max(math.log((max(n, df[lex]) - df[lex] + 0.5) / (df[lex] + 0.5)), 1e-6) for lex in lexemes]
     # The matches bring their words along (no second visit to each row), and each match's length
     # is counted once (materialized), not once for each of its words the query holds.
-    scores: dict[int, float] = dict(
-        db.execute(
-            "WITH q(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
-            f" found AS ({' UNION ALL '.join(matches)}),"
-            " docs AS MATERIALIZED (SELECT DISTINCT ON (f.rowid) f.rowid, f.words,"
-            f"  {TOKENS.format(words='f.words')}::float8 AS dl FROM found f)"
-            " SELECT d.rowid, SUM(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * d.dl / %s)))"
-            " FROM docs d CROSS JOIN LATERAL"
-            " (SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS tf FROM unnest(d.words) AS u) AS t"
-            " JOIN q ON q.lexeme = t.lexeme GROUP BY d.rowid",
-            [lexemes, idf, *match_params, K1 + 1, K1, B, B, avgdl],
-        ).fetchall()
-    )
-    if not scores:
-        return []
-    # The scored matches (a few hundred) are checked against the filters by their keys, in a
-    # statement of their own: in one with the scoring, the planner hashed every memory the filters
-    # keep (a scan of the store) whenever its row estimates were off.
-    passing = db.execute(
-        f"SELECT m.id, m.rowid, length(m.content) FROM memories m WHERE m.rowid = ANY(%s) AND {where}",
-        [list(scores), *params],
+    rows = db.execute(
+        "WITH q(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
+        f" found AS ({' UNION ALL '.join(matches)}),"
+        " docs AS MATERIALIZED (SELECT DISTINCT ON (f.rowid) f.rowid, f.words, f.id, f.length,"
+        f"  {TOKENS.format(words='f.words')}::float8 AS dl FROM found f)"
+        " SELECT d.rowid, d.id, d.length, SUM(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * d.dl / %s)))"
+        " FROM docs d CROSS JOIN LATERAL"
+        " (SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS tf FROM unnest(d.words) AS u) AS t"
+        " JOIN q ON q.lexeme = t.lexeme GROUP BY d.rowid, d.id, d.length",
+        [lexemes, idf, *match_params, K1 + 1, K1, B, B, avgdl],
     ).fetchall()
     # Best first, then newest.
-    ranked = sorted(((float(scores[key]), key, memory_id, length) for memory_id, key, length in passing), reverse=True)
+    ranked = sorted(((float(score), key, memory_id, length) for key, memory_id, length, score in rows), reverse=True)
     return [TextHit(memory_id, key, score, length) for score, key, memory_id, length in ranked[:limit]]
