@@ -50,12 +50,13 @@ def main() -> None:
         load(home, args.memories, [f"user-{i}" for i in range(100)], random.Random(7), url)
         with psycopg.connect(url, autocommit=True) as db:
             db.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema_name("default"))))
-            lexemes = postgres_text.lexemes_of(db, search_terms(QUERIES[1]))
+            by_term = postgres_text.lexemes_of(db, search_terms(QUERIES[1]))
+            lexemes = list(dict.fromkeys(lexeme for made in by_term.values() for lexeme in made))
             quoted = [postgres_text.tsquery_any([lexeme]) for lexeme in lexemes]
-            n, _ = postgres_text.WordStats.totals(db)
+            n, _ = postgres_text.word_totals(db)
             operations: dict[str, Callable[[], object]] = {
                 "totals: every memory's words counted (before)": lambda: db.execute(RECOUNT).fetchall(),
-                "totals: read from word_totals": lambda: postgres_text.WordStats.totals(db),
+                "totals: read from word_totals": lambda: postgres_text.word_totals(db),
                 "document frequencies: each word's memories counted (before)": (
                     lambda: db.execute(COUNT_EACH, (quoted,)).fetchall()
                 ),
