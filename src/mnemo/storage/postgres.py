@@ -33,8 +33,7 @@ from psycopg import errors
 from psycopg import sql as pgsql
 from psycopg.pq import TransactionStatus
 
-from mnemo.bounds import as_utc
-from mnemo.errors import InvalidInput, Locked, MnemoError, StorageError, TimedOut, Unavailable
+from mnemo.errors import InvalidInput, StorageError, Unavailable
 from mnemo.model import Change, Memory
 from mnemo.query import Filters, StoredText, TextHit
 from mnemo.storage import (
@@ -49,6 +48,7 @@ from mnemo.storage import (
     postgres_vectors,
     sql,
 )
+from mnemo.storage.postgres_connections import Failures, dialect, milliseconds, planned_each_time
 from mnemo.storage.postgres_schema import (
     ENTRY_COUNTER,
     EXPECTED_TABLES,
@@ -61,7 +61,6 @@ from mnemo.storage.postgres_schema import (
 )
 from mnemo.storage.sql_store import SQLStore
 
-PROBE_TIMEOUT_S = 2  # how long a connection that tells "busy" from "unreachable" may take to open
 RANKED_MATCHES = 500  # matches of a search's common words that are ranked, the newest (as in sqlite.py)
 
 Read = TypeVar("Read", bound=Callable[..., Any])
@@ -77,42 +76,6 @@ def _search_read(method: Read) -> Read:
             return method(self, *args, **kwargs)
 
     return read  # type: ignore[return-value]
-
-
-def _milliseconds(seconds: float) -> int:
-    """A timeout for SET, at least 1 ms: 0 would mean none."""
-    return max(1, int(seconds * 1000))
-
-
-def _dialect(server_version: int) -> sql.Dialect:
-    # Spec 003's case-insensitive search folds like Python's str.casefold: PostgreSQL 18's casefold()
-    # under the builtin Unicode collation does ("Straße" holds "STRASSE"); before 18, lower().
-    fold = "casefold" if server_version >= 180000 else "lower"
-    collate = " COLLATE pg_unicode_fast" if server_version >= 180000 else ""
-
-    def contains(text: str, folded: bool) -> str:
-        if folded:
-            return f"strpos({fold}(normalize({text}, NFKC){collate}), %s) > 0"
-        return f"strpos({text}, %s) > 0"
-
-    return sql.Dialect("%s", as_utc, as_utc, contains, None, 'COLLATE "C"', "")  # its planner counts rows
-
-
-@contextmanager
-def _planned_each_time(db: psycopg.Connection) -> Iterator[None]:
-    """The block's statements unprepared, so PostgreSQL plans each for its parameters.
-
-    psycopg prepares a statement once it has run five times, and PostgreSQL then keeps one plan for
-    any parameters when that plan's estimate is no worse: a word search's best plan depends on how
-    common its words are, a filtered search's on how many memories the filter keeps, and where it
-    chose one plan for all of them recall took twice as long. Writes stay prepared: their plans do
-    not depend on their values, and planning each again cost storing ~6% (docs/postgresql-performance.md)."""
-    threshold = db.prepare_threshold
-    db.prepare_threshold = None
-    try:
-        yield
-    finally:
-        db.prepare_threshold = threshold
 
 
 class PostgresStorage(SQLStore):
@@ -141,6 +104,7 @@ class PostgresStorage(SQLStore):
         self._busy_timeout_s = busy_timeout_s
         self._statement_timeout_s = statement_timeout_s
         self._pool_timeout_s = busy_timeout_s if pool_timeout_s is None else pool_timeout_s
+        self._failures = Failures(name, url, busy_timeout_s, self._pool_timeout_s, statement_timeout_s)
         self._words = postgres_text.WordStats(self._read)
         self._index_home = index_home
         self._local = threading.local()  # batch()'s connection, by thread
@@ -149,7 +113,7 @@ class PostgresStorage(SQLStore):
             with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(busy_timeout_s))) as db:
                 started = time.monotonic()
                 self._migrated(migrate(db, self.schema), time.monotonic() - started)
-                self._dialect = _dialect(db.info.server_version)
+                self._dialect = dialect(db.info.server_version)
                 self._store_id = store_id(db, self.schema)
         except ValueError as newer:
             raise StorageError(
@@ -175,54 +139,11 @@ class PostgresStorage(SQLStore):
     def _configure(self, db: psycopg.Connection) -> None:
         db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(self.schema)))
         db.execute("SET TIME ZONE 'UTC'")
-        db.execute(f"SET lock_timeout = {_milliseconds(self._busy_timeout_s)}")
-        db.execute(f"SET statement_timeout = {_milliseconds(self._statement_timeout_s)}")
+        db.execute(f"SET lock_timeout = {milliseconds(self._busy_timeout_s)}")
+        db.execute(f"SET statement_timeout = {milliseconds(self._statement_timeout_s)}")
         register_vector(db)
 
     # -- connections and transactions -----------------------------------------------
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        """Map the driver's errors onto mnemo's, by class (SQLSTATE), never by message text."""
-        try:
-            yield
-        except MnemoError:
-            raise
-        except psycopg_pool.PoolTimeout as exc:  # every connection busy, or none can be made
-            if self._reachable():
-                raise Locked(f"store {self.name!r} stayed busy for {self._pool_timeout_s:g}s") from exc
-            raise self._unavailable() from exc
-        except errors.LockNotAvailable as exc:  # lock_timeout
-            raise Locked(f"store {self.name!r} stayed busy for {self._busy_timeout_s:g}s") from exc
-        except errors.QueryCanceled as exc:  # statement_timeout (or an operator's pg_cancel_backend)
-            raise self._timed_out() from exc
-        except psycopg.OperationalError as exc:  # the connection failed or the server shut it down
-            raise self._unavailable(exc) from exc
-        except psycopg.Error as exc:
-            raise StorageError(f"store {self.name!r} failed: {exc}", store=self.name) from exc
-
-    def _reachable(self) -> bool:
-        try:
-            psycopg.connect(self._url, connect_timeout=PROBE_TIMEOUT_S).close()
-        except psycopg.Error:
-            return False
-        return True
-
-    def _unavailable(self, cause: Exception | None = None) -> Unavailable:
-        why = f": {str(cause).strip().splitlines()[0]}" if cause is not None and str(cause).strip() else ""
-        wait = Unavailable.RETRY_AFTER_S
-        message = f"store {self.name!r}: its PostgreSQL database cannot be reached{why}; retry in {wait} s"
-        return Unavailable(message, store=self.name, retry_after=wait)
-
-    def _timed_out(self) -> TimedOut:
-        wait = Unavailable.RETRY_AFTER_S
-        return TimedOut(
-            f"store {self.name!r}: a statement ran past the {self._statement_timeout_s:g} s statement timeout and"
-            f" was cancelled, its write rolled back; retry in {wait} s",
-            store=self.name,
-            timeout_s=self._statement_timeout_s,
-            retry_after=wait,
-        )
-
     @contextmanager
     def batch(self) -> Iterator[None]:
         """This thread's writes in the block as one transaction on one connection, each a savepoint in
@@ -253,10 +174,10 @@ class PostgresStorage(SQLStore):
         (in batch(), a savepoint of its transaction)."""
         batched = self._batch_connection()
         if batched is not None:
-            with self._translated(), batched.transaction():
+            with self._failures.translated(), batched.transaction():
                 yield batched
             return
-        with self._access.held(), self._translated(), self._pool.connection() as db, db.transaction():
+        with self._access.held(), self._failures.translated(), self._pool.connection() as db, db.transaction():
             yield db
 
     def applied_migrations(self) -> list[str]:
@@ -275,10 +196,10 @@ class PostgresStorage(SQLStore):
         in batch(), its connection, which sees the batch's writes."""
         batched = self._batch_connection()
         if batched is not None:
-            with self._translated(), _planned_each_time(batched):
+            with self._failures.translated(), planned_each_time(batched):
                 yield batched
             return
-        with self._access.held(), self._translated(), self._pool.connection() as db, _planned_each_time(db):
+        with self._access.held(), self._failures.translated(), self._pool.connection() as db, planned_each_time(db):
             yield db
 
     def _write(self) -> AbstractContextManager[psycopg.Connection]:
@@ -381,7 +302,7 @@ class PostgresStorage(SQLStore):
 
     def _write_access(self, counts: access_tally.Counts, recalls: access_tally.Recalls) -> None:
         """Tallied recalls' counts, in one transaction of their own (never a read's: see access_tally)."""
-        with self._translated(), self._pool.connection() as db, db.transaction():
+        with self._failures.translated(), self._pool.connection() as db, db.transaction():
             postgres_stats.write_access(db, counts, recalls)
 
     # -- finding -----------------------------------------------------------------------
@@ -532,7 +453,7 @@ class PostgresStorage(SQLStore):
         """``Locked`` if no connection comes free, or the settings row stays locked, within the timeout."""
         wait_ms = int(min(timeout_s, self._busy_timeout_s) * 1000)
         with (
-            self._translated(),
+            self._failures.translated(),
             self._pool.connection(timeout=min(timeout_s, self._pool_timeout_s)) as db,
             db.transaction(),
         ):
