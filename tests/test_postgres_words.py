@@ -8,6 +8,7 @@ the way word search read it before the triggers kept it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -146,30 +147,56 @@ def test_a_common_word_is_estimated_from_the_newest_memories(
         service.storage.close()
 
 
-def test_a_word_counted_too_long_ago_is_counted_again_in_the_background(
+@pytest.fixture
+def kept_counts(
     tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
-):
-    monkeypatch.setattr(postgres_text, "EXACT_BELOW", 1)  # counts are kept from the first memory on
+) -> Iterator[tuple[MemoryService, postgres_text.WordStats]]:
+    """A service on a PostgreSQL store, and word statistics that keep counts from its first memory on."""
+    monkeypatch.setattr(postgres_text, "EXACT_BELOW", 1)
     service = _service(tmp_path, postgres_url)
     stats = postgres_text.WordStats(lambda: store_connection(postgres_url))
     try:
-        for i in range(3):
-            service.store(f"Entry {i}: the kettle")
-        with store_connection(postgres_url) as db:
-            assert stats.document_frequencies(db, ["kettl"], 3) == {"kettl": 3}
-            for i in range(3, 5):
-                service.store(f"Entry {i}: the kettle")
-            assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 3}  # kept
-            monkeypatch.setattr(postgres_text, "STATS_TTL_S", 0.0)
-            assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 3}  # too old: used, and recounted
-            stats.close()  # waits for the recount
-            monkeypatch.setattr(postgres_text, "STATS_TTL_S", 60.0)
-            assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 5}
-            monkeypatch.setattr(postgres_text, "STATS_TTL_S", 0.0)
-            assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 5}  # closed: no recount, no error
+        yield service, stats
     finally:
         stats.close()
         service.storage.close()
+
+
+def test_a_word_counted_too_long_ago_is_counted_again_in_the_background(
+    kept_counts: tuple[MemoryService, postgres_text.WordStats], postgres_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    service, stats = kept_counts
+    for i in range(3):
+        service.store(f"Entry {i}: the kettle")
+    with store_connection(postgres_url) as db:
+        assert stats.document_frequencies(db, ["kettl"], 3) == {"kettl": 3}
+        for i in range(3, 5):
+            service.store(f"Entry {i}: the kettle")
+        assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 3}  # kept
+        monkeypatch.setattr(postgres_text, "STATS_TTL_S", 0.0)
+        assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 3}  # too old: used, and recounted
+        stats.close()  # waits for the recount
+        monkeypatch.setattr(postgres_text, "STATS_TTL_S", 60.0)
+        assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 5}
+        monkeypatch.setattr(postgres_text, "STATS_TTL_S", 0.0)
+        assert stats.document_frequencies(db, ["kettl"], 5) == {"kettl": 5}  # closed: no recount, no error
+
+
+def test_a_common_word_a_process_has_not_met_is_estimated_from_the_planner_s_statistics_then_counted(
+    kept_counts: tuple[MemoryService, postgres_text.WordStats], postgres_url: str
+):
+    service, stats = kept_counts
+    for i in range(40):  # "kettle" in every other memory
+        service.store(f"Entry {i}: " + ("the kettle" if i % 2 else "a teacup"))
+    with store_connection(postgres_url) as db:
+        db.execute("ANALYZE memories")
+        assert postgres_text.planned_shares(db)["kettl"] == pytest.approx(0.5)
+        for i in range(40, 50):  # ten more after the statistics were taken, and a word they never saw
+            service.store(f"Entry {i}: the kettle" + (" and teapot" if i == 40 else ""))
+        first = stats.document_frequencies(db, ["kettl", "teapot"], 50)
+        assert first == {"kettl": 25, "teapot": 1}  # half of 50 as the statistics say; the new word counted
+        stats.close()  # waits for the background count
+        assert stats.document_frequencies(db, ["kettl", "teapot"], 50) == {"kettl": 30, "teapot": 1}
 
 
 @pytest.mark.parametrize("scoped", [False, True], ids=["store-wide", "one user's"])
