@@ -146,8 +146,8 @@ class WordStats:
         in a store of EXACT_BELOW memories or more, as last counted (older than STATS_TTL_S: counted
         again in the background). There a lexeme this process has not met yet is counted before its
         first search, unless the planner's statistics (``planned_shares``) name it a common one: then
-        its share of them serves that search and it is counted in the background (a common word's
-        count took 60-160 ms at 1,000,000 memories, in the first search of each in a new process)."""
+        its share of them serves that search and it is counted in the background (a query's common
+        words took 110-280 ms to count at 1,000,000 memories, in their first search in a process)."""
         if n < EXACT_BELOW:
             return counted_frequencies(db, lexemes, n)
         now = time.monotonic()
