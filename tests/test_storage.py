@@ -686,6 +686,23 @@ def test_closing_a_store_closes_the_connections_its_reads_opened_on_other_thread
     assert _open_handles(path) == []
 
 
+def test_keys_holding_a_word_are_those_a_word_search_matches_among_the_keys_given(service: MemoryService):
+    stored = [
+        service.store(text).memory
+        for text in ("Emma is allergic to peanuts", "Emma runs marathons", "Liam is allergic to cats", "Emma")
+    ]
+    every = Filters(now=service.clock.now())
+    key_of = {
+        memory_id: key
+        for key, memory_id in service.storage.keys_passing(service.storage.keys_matching(every), every).items()
+    }
+    emma = [key_of[m.id] for m in stored if m.content.startswith("Emma")]
+    holding = service.storage.keys_holding(emma, search_terms("Is she allergic? Does she run?"))
+    assert holding == {key_of[stored[0].id], key_of[stored[1].id]}  # stems match; Liam's is not among the keys
+    assert service.storage.keys_holding(emma, search_terms("the of and")) == set()  # stop words alone
+    assert service.storage.keys_holding([], ["allergic"]) == set()
+
+
 def test_text_search_finds_the_true_best_match_when_the_best_hits_are_filtered_out(service: MemoryService):
     hidden = [service.store(f"zebra zebra zebra stripes number {i}").memory for i in range(6)]
     for memory in hidden:

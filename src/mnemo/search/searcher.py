@@ -367,7 +367,7 @@ class Searcher:
         self, terms: Sequence[str], focused_terms: Sequence[str], filters: Filters, pool: int
     ) -> dict[int, tuple[str, float]]:
         """The word matches by key (see _text), those that match only by the subjects' names at NAME_ONLY."""
-        return self._beyond_names(self._text(terms, filters, pool), focused_terms, filters)
+        return self._beyond_names(self._text(terms, filters, pool), focused_terms)
 
     def _text(self, terms: Sequence[str], filters: Filters, pool: int) -> dict[int, tuple[str, float]]:
         """The word matches by key: their id and word credit, BM25 relative to the best match's, a
@@ -379,13 +379,12 @@ class Searcher:
         return {h.key: (h.memory_id, h.score / best * min(1.0, PASSAGE / max(h.length, 1))) for h in hits}
 
     def _beyond_names(
-        self, text: dict[int, tuple[str, float]], focused_terms: Sequence[str], filters: Filters
+        self, text: dict[int, tuple[str, float]], focused_terms: Sequence[str]
     ) -> dict[int, tuple[str, float]]:
         """The word matches, those that share no word with the question but the subjects' names at NAME_ONLY."""
         if not focused_terms or not text:
             return text
-        among = replace(filters, ids=tuple(memory_id for memory_id, _ in text.values()))
-        beyond = {hit.key for hit in self.storage.search_text(focused_terms, among, len(text))}
+        beyond = self.storage.keys_holding(list(text), focused_terms)
         return {key: (mid, score if key in beyond else NAME_ONLY * score) for key, (mid, score) in text.items()}
 
     def _made_in(self, keys: list[int], filters: Filters, period: tuple[datetime, datetime] | None) -> set[int]:

@@ -399,6 +399,21 @@ class PostgresStorage(SQLStore):
         return list(keys or ())
 
     @_search_read
+    def keys_holding(self, keys: Sequence[int], terms: Sequence[str]) -> set[int]:
+        """Which of these memories hold any of the terms in their words, as the word search matches them."""
+        if not keys or not terms:
+            return set()
+        with self._read() as db:
+            lexemes = self._words.lexemes(db, terms)
+            if not lexemes:  # stop words alone
+                return set()
+            rows = db.execute(
+                "SELECT rowid FROM memories WHERE rowid = ANY(%s) AND words @@ %s::tsquery",
+                (list(keys), postgres_text.tsquery_any(lexemes)),
+            )
+            return {key for (key,) in rows}
+
+    @_search_read
     def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]:
         """Which of these memories are about the subject, or name it in their content or tags."""
         if not keys:

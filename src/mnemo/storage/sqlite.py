@@ -454,6 +454,17 @@ class SQLiteStorage(SQLStore):
         with self._read() as db:
             return sql.stored_texts(sqlite_text.passing(db, keys, where, params, sql.STORED_TEXT_COLUMNS))
 
+    def keys_holding(self, keys: Sequence[int], terms: Sequence[str]) -> set[int]:
+        """Which of these memories hold any of the terms in their words, as the word search matches them."""
+        if not keys or not terms:
+            return set()
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid IN ({self._marks(len(keys))})",
+                [sqlite_text.any_of(terms), *keys],
+            )
+            return {key for (key,) in rows}
+
     def keys_mentioning(self, keys: Sequence[int], subject: str) -> set[int]:
         """Which of these memories are about the subject, or name it in their content or tags."""
         if not keys:
