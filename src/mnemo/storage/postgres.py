@@ -101,10 +101,8 @@ class PostgresStorage(SQLStore):
         self.name = name
         self.schema = schema_name(name)
         self._url = url
-        self._busy_timeout_s = busy_timeout_s
-        self._statement_timeout_s = statement_timeout_s
-        self._pool_timeout_s = busy_timeout_s if pool_timeout_s is None else pool_timeout_s
-        self._failures = Failures(name, url, busy_timeout_s, self._pool_timeout_s, statement_timeout_s)
+        pool_timeout_s = busy_timeout_s if pool_timeout_s is None else pool_timeout_s
+        self._failures = Failures(name, url, busy_timeout_s, pool_timeout_s, statement_timeout_s)
         self._words = postgres_text.WordStats(self._read)
         self._index_home = index_home
         self._local = threading.local()  # batch()'s connection, by thread
@@ -131,7 +129,7 @@ class PostgresStorage(SQLStore):
             max_size=max(1, pool_size),
             kwargs={"autocommit": True},
             configure=self._configure,
-            timeout=self._pool_timeout_s,
+            timeout=pool_timeout_s,
             name=f"mnemo-{name}",
             open=True,
         )
@@ -139,8 +137,8 @@ class PostgresStorage(SQLStore):
     def _configure(self, db: psycopg.Connection) -> None:
         db.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(self.schema)))
         db.execute("SET TIME ZONE 'UTC'")
-        db.execute(f"SET lock_timeout = {milliseconds(self._busy_timeout_s)}")
-        db.execute(f"SET statement_timeout = {milliseconds(self._statement_timeout_s)}")
+        db.execute(f"SET lock_timeout = {milliseconds(self._failures.busy_timeout_s)}")
+        db.execute(f"SET statement_timeout = {milliseconds(self._failures.statement_timeout_s)}")
         register_vector(db)
 
     # -- connections and transactions -----------------------------------------------
@@ -466,10 +464,11 @@ class PostgresStorage(SQLStore):
 
     def check_write_lock(self, timeout_s: float) -> None:
         """``Locked`` if no connection comes free, or the settings row stays locked, within the timeout."""
-        wait_ms = int(min(timeout_s, self._busy_timeout_s) * 1000)
+        limits = self._failures
+        wait_ms = int(min(timeout_s, limits.busy_timeout_s) * 1000)
         with (
-            self._failures.translated(),
-            self._pool.connection(timeout=min(timeout_s, self._pool_timeout_s)) as db,
+            limits.translated(),
+            self._pool.connection(timeout=min(timeout_s, limits.pool_timeout_s)) as db,
             db.transaction(),
         ):
             db.execute(f"SET LOCAL lock_timeout = {wait_ms}")
