@@ -19,7 +19,7 @@ from mnemo.embed.fake import FakeEmbedder
 from mnemo.engine.service import MemoryService
 from mnemo.errors import Duplicate, EmbeddingError
 from mnemo.model import Context
-from mnemo.query import Filters
+from mnemo.query import Filters, Follower
 from mnemo.search.searcher import HYBRID, PASSAGE, REPLY_SHARE, REPLY_WITHIN
 from mnemo.search.words import search_terms
 
@@ -415,6 +415,26 @@ def test_the_memories_that_follow_a_hit_in_its_session_share_its_relevance(hybri
     assert hits.get(later, 0.0) < REPLY_SHARE * hits[question]
 
 
+def test_a_long_follower_is_lent_one_paragraph_s_share_of_the_hit_s_relevance(hybrid: MemoryService):
+    # A long reply holds whatever answers the hit in one paragraph of it, like its word credit.
+    steps = " ".join(f"Step {i}: stretch the canvas, prime it twice and let it dry overnight." for i in range(30))
+    reply = f"Caroline: here is how I prepare a canvas. {steps}"
+    question, long_reply = _conversation(hybrid, "autumn chat", [TURNS[0], reply])
+    share = PASSAGE / len(hybrid.get(long_reply).content)
+    assert share < 0.25
+    hits = {h.memory.id: h.scores.semantic_similarity for h in hybrid.recall("paint autumn exhibition").hits}
+    assert hits.get(long_reply, 0.0) < REPLY_SHARE * hits[question] / 2
+    assert hits.get(long_reply, 0.0) == pytest.approx(
+        max(REPLY_SHARE * share * hits[question], _own_relevance(hybrid, long_reply, "paint autumn exhibition"))
+    )
+
+
+def _own_relevance(svc: MemoryService, memory_id: str, query: str) -> float:
+    """A memory's relevance to the query by its own features, no follower lent it any."""
+    found = svc.searcher.find(query, search_terms(query), Filters(now=svc.clock.now()), 50)
+    return next((c.relevance for c in found.candidates if c.memory_id == memory_id), 0.0)
+
+
 def test_memories_without_a_session_keep_their_own_relevance(hybrid: MemoryService):
     question, answer, after, _ = _conversation(hybrid, None, TURNS)
     hits = {h.memory.id: h.scores.semantic_similarity for h in hybrid.recall("paint autumn exhibition").hits}
@@ -451,7 +471,11 @@ def test_storage_gives_the_next_memories_of_a_session_in_the_order_they_were_mad
     key = {memory_id: k for k, memory_id in hybrid.storage.keys_passing(hybrid.storage.keys_matching(now), now).items()}
     asked = [key[m] for m in (opening, second, fourth, other, loose, alone)]
     following = hybrid.storage.following_in_session(asked, 2, REPLY_WITHIN)
-    assert following == {key[opening]: [key[first], key[second]], key[second]: [key[third], key[fourth]]}
+    length = {key[m]: len(hybrid.get(m).content) for m in (first, second, third, fourth)}
+    assert following == {
+        key[opening]: [Follower(key[first], length[key[first]]), Follower(key[second], length[key[second]])],
+        key[second]: [Follower(key[third], length[key[third]]), Follower(key[fourth], length[key[fourth]])],
+    }
 
 
 def test_a_search_for_matching_memories_leaves_the_followers_out(hybrid: MemoryService):

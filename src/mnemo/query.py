@@ -138,6 +138,14 @@ class TextHit:
 
 
 @dataclass(frozen=True, slots=True)
+class Follower:
+    """A memory that follows another in its session (``Storage.following_in_session``)."""
+
+    key: int  # the memory's storage key
+    length: int  # its content, in characters
+
+
+@dataclass(frozen=True, slots=True)
 class DateRange:
     start: datetime | None = None
     end: datetime | None = None

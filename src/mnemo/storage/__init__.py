@@ -20,7 +20,7 @@ from typing import Protocol
 
 from mnemo.embed import Vectors
 from mnemo.model import Backup, Change, Memory
-from mnemo.query import Filters, Position, RankFields, Sort, StoredText, TextHit
+from mnemo.query import Filters, Follower, Position, RankFields, Sort, StoredText, TextHit
 
 
 class GroupKey(StrEnum):
@@ -208,8 +208,8 @@ class Storage(Protocol):
     def keys_holding(
         self, keys: Sequence[int], terms: Sequence[str]
     ) -> set[int]: ...  # any term, as search_text matches
-    # for each key in a session: the keys of the next ``count`` memories of that session, in order made
-    def following_in_session(self, keys: Sequence[int], count: int, within: timedelta) -> dict[int, list[int]]: ...
+    # for each key in a session: the next ``count`` memories of that session, in order made, with their lengths
+    def following_in_session(self, keys: Sequence[int], count: int, within: timedelta) -> dict[int, list[Follower]]: ...
     def vector_bytes(self, filters: Filters | None = None) -> int: ...
     def index_folder(self) -> Path | None: ...  # where the vector index may keep files, rebuilt from the store at will
 

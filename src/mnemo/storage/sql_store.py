@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from mnemo.errors import Conflict, Duplicate, LeaseLost
 from mnemo.model import Backup, Change, Memory, to_iso
-from mnemo.query import Filters, Position, RankFields, Sort, SortField, TextHit
+from mnemo.query import Filters, Follower, Position, RankFields, Sort, SortField, TextHit
 from mnemo.storage import LEASED_CALL, IdempotentCall, Job, StoredVector, sql
 from mnemo.storage.sql_stats import SQLStatistics
 
@@ -407,14 +407,15 @@ class SQLStore(SQLStatistics):
         where, params = sql.where(filters, self._dialect)
         return [key for (key,) in self._rows(f"SELECT m.rowid FROM memories m WHERE {where}", params)]
 
-    def following_in_session(self, keys: Sequence[int], count: int, within: timedelta) -> dict[int, list[int]]:
+    def following_in_session(self, keys: Sequence[int], count: int, within: timedelta) -> dict[int, list[Follower]]:
         """For each of these memories that belongs to a session, the next ``count`` of that session's
         memories made at most ``within`` after it, in the order they were made (created_at, then as
-        stored); of any status. One indexed query per memory, whatever the session's length."""
+        stored), with their length; of any status. One indexed query per memory, whatever the
+        session's length."""
         if not keys or count <= 0:
             return {}
         time, read = self._dialect.time, self._dialect.read_time
-        following: dict[int, list[int]] = {}
+        following: dict[int, list[Follower]] = {}
         with self._read() as db:
             hits = db.execute(
                 self._q(f"SELECT rowid, session_id, created_at FROM memories WHERE rowid IN ({self._marks(len(keys))})"
@@ -423,12 +424,13 @@ class SQLStore(SQLStatistics):
             ).fetchall()  # fmt: skip
             for hit, session, made in hits:
                 rows = db.execute(
-                    self._q("SELECT rowid FROM memories WHERE session_id = ? AND created_at >= ? AND created_at <= ?"
-                            " AND (created_at > ? OR rowid > ?) ORDER BY created_at, rowid LIMIT ?"),
+                    self._q("SELECT rowid, length(content) FROM memories WHERE session_id = ?"
+                            " AND created_at >= ? AND created_at <= ? AND (created_at > ? OR rowid > ?)"
+                            " ORDER BY created_at, rowid LIMIT ?"),
                     [session, made, time(read(made) + within), made, hit, count],
                 ).fetchall()  # fmt: skip
                 if rows:
-                    following[hit] = [key for (key,) in rows]
+                    following[hit] = [Follower(key, length) for key, length in rows]
         return following
 
     def subjects_among(self, keys: Sequence[str]) -> set[str]:
