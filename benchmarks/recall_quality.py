@@ -47,6 +47,12 @@ Metrics (over queries with at least one relevant id, unless said otherwise):
 - category_accuracy: the share of memories with a ``category`` label whose detected category
   equals the label, after mapping the label onto spec 004's categories with ``CATEGORY_MAP``.
 
+``--stores DIR`` keeps each haystack's loaded SQLite store in DIR and, run again on the same
+memories with the same model, copies it instead of storing them again (a BEAM run: seconds, not
+minutes); each run asks its queries of a fresh copy, so access counts never carry over. The key is
+the memories and the model, not mnemo's code: delete DIR after changing how memories are stored
+(enrichment, categories, embedding, the schema), as a change to search needs no new stores.
+
 Eval ids are mapped to mnemo ids as memories are stored; an exact duplicate (``Duplicate``)
 maps to the memory already stored, and the metrics count distinct mnemo memories.
 Not a test: numbers, not assertions.
@@ -55,13 +61,16 @@ Not a test: numbers, not assertions.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import re
+import shutil
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from contextlib import ExitStack
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from datetime import time as day_time
@@ -146,6 +155,7 @@ class Loaded:
     duplicates: int
     seconds: float
     newest: datetime
+    kept: bool = False  # loaded by an earlier run (kept_store)
 
 
 def session_of(item: dict[str, Any]) -> str | None:
@@ -185,6 +195,57 @@ def load_haystack(service: MemoryService, clock: ManualClock, memories: Sequence
     seconds = time.perf_counter() - started
     newest = max((parse_time(m["created_at"]) for m in memories), default=clock.now())
     return Loaded(ids, categories, duplicates, seconds, newest)
+
+
+def kept_store(folder: Path, memories: Sequence[dict[str, Any]], earliest: datetime) -> Loaded:
+    """The haystack's memories loaded into ``folder``/home: by an earlier run when its record there
+    names the same memories and model, else now (anything else there removed first)."""
+    settings = Settings(home=folder / "home")
+    source = hashlib.sha256(
+        json.dumps([memories, settings.embedder, settings.model], sort_keys=True, default=str).encode()
+    ).hexdigest()
+    record = folder / "loaded.json"
+    if record.exists():
+        kept = json.loads(record.read_text(encoding="utf-8"))
+        if kept["source"] == source:
+            categories = [(label, detected) for label, detected in kept["categories"]]
+            return Loaded(
+                kept["ids"], categories, kept["duplicates"], kept["seconds"], parse_time(kept["newest"]), kept=True
+            )
+    shutil.rmtree(folder, ignore_errors=True)
+    clock = ManualClock(earliest)
+    service = open_service(settings, clock=clock)
+    try:
+        loaded = load_haystack(service, clock, memories)
+    finally:
+        service.storage.close()
+    kept = {**asdict(loaded), "newest": loaded.newest.isoformat(), "source": source}
+    record.write_text(json.dumps(kept), encoding="utf-8")  # last: a run cut short leaves no record
+    return loaded
+
+
+@contextmanager
+def haystack_store(
+    memories: Sequence[dict[str, Any]], clock: ManualClock, postgres: str | None, stores: Path | None, name: str
+) -> Iterator[tuple[MemoryService, Loaded]]:
+    """A service on a store holding the haystack's memories, loaded now (into a fresh database of
+    ``postgres`` when given) or copied from ``stores``/``name`` (see kept_store)."""
+    with tempfile.TemporaryDirectory(prefix="mnemo-eval-") as home, ExitStack() as stack:
+        url = None
+        if postgres:
+            from postgres_database import fresh_database  # beside this file; needs psycopg
+
+            url = stack.enter_context(fresh_database(postgres))
+        kept = None
+        if stores is not None:
+            kept = kept_store(stores / name, memories, clock.now())
+            shutil.copytree(stores / name / "home", Path(home), dirs_exist_ok=True)
+            clock.set(kept.newest)  # where loading them left the clock
+        service = open_service(Settings(home=Path(home), database_url=url), clock=clock)
+        try:
+            yield service, kept or load_haystack(service, clock, memories)
+        finally:
+            service.storage.close()
 
 
 def recall_filters(filters: dict[str, str]) -> dict[str, Any]:
@@ -258,6 +319,7 @@ class Run:
     memories: int = 0
     duplicates: int = 0
     load_seconds: float = 0.0
+    kept: int = 0  # haystacks whose stores an earlier run loaded (--stores)
     relevance: list[Outcome] = field(default_factory=list)
     default: list[Outcome] = field(default_factory=list)
     cosine: list[Outcome] = field(default_factory=list)  # recall_baselines.cosine_only
@@ -271,8 +333,10 @@ def evaluate(
     limit_haystacks: int | None = None,
     kinds: Sequence[str] | None = None,
     postgres: str | None = None,
+    stores: Path | None = None,
 ) -> Run:
-    """``postgres``: a PostgreSQL server's URL; each haystack then gets a fresh database on it."""
+    """``postgres``: a PostgreSQL server's URL; each haystack then gets a fresh database on it.
+    ``stores``: a folder keeping the haystacks' loaded SQLite stores from run to run (see kept_store)."""
     started = time.perf_counter()
     run = Run(name=data.get("name", "?"))
     haystacks = data["haystacks"][:limit_haystacks] if limit_haystacks else data["haystacks"]
@@ -281,29 +345,21 @@ def evaluate(
         queries = [q for q in haystack["queries"] if not kinds or q["kind"] in kinds]
         earliest = min((parse_time(m["created_at"]) for m in memories), default=datetime.now(UTC))
         clock = ManualClock(earliest)
-        with tempfile.TemporaryDirectory(prefix="mnemo-eval-") as home, ExitStack() as stack:
-            url = None
-            if postgres:
-                from postgres_database import fresh_database  # beside this file; needs psycopg
-
-                url = stack.enter_context(fresh_database(postgres))
-            service = open_service(Settings(home=Path(home), database_url=url), clock=clock)
-            try:
-                loaded = load_haystack(service, clock, memories)
-                # Default weights first: their access-count dependence stays within their own pass.
-                run.default += [ask(service, clock, q, loaded.ids, loaded.newest, DEFAULT_WEIGHTS) for q in queries]
-                run.relevance += [ask(service, clock, q, loaded.ids, loaded.newest, RELEVANCE_ONLY) for q in queries]
-                cosine = cosine_only(service, list(loaded.ids.values()), LIMIT)
-                if cosine is not None:
-                    run.cosine += [baseline(service, cosine, q, loaded.ids) for q in queries]
-                words = bm25_only(service, clock.now, LIMIT)
-                run.bm25 += [baseline(service, words, q, loaded.ids) for q in queries]
-            finally:
-                service.storage.close()
+        folder = re.sub(r"[^A-Za-z0-9._-]", "_", haystack["id"])
+        with haystack_store(memories, clock, postgres, stores, folder) as (service, loaded):
+            # Default weights first: their access-count dependence stays within their own pass.
+            run.default += [ask(service, clock, q, loaded.ids, loaded.newest, DEFAULT_WEIGHTS) for q in queries]
+            run.relevance += [ask(service, clock, q, loaded.ids, loaded.newest, RELEVANCE_ONLY) for q in queries]
+            cosine = cosine_only(service, list(loaded.ids.values()), LIMIT)
+            if cosine is not None:
+                run.cosine += [baseline(service, cosine, q, loaded.ids) for q in queries]
+            words = bm25_only(service, clock.now, LIMIT)
+            run.bm25 += [baseline(service, words, q, loaded.ids) for q in queries]
         run.haystacks += 1
         run.memories += len(memories)
         run.duplicates += loaded.duplicates
         run.load_seconds += loaded.seconds
+        run.kept += loaded.kept
         run.categories += loaded.categories
     run.seconds = time.perf_counter() - started
     return run
@@ -341,6 +397,7 @@ def report_json(run: Run) -> dict[str, Any]:
         "haystacks": run.haystacks,
         "duplicates": run.duplicates,
         "load_memories_per_s": round(run.memories / run.load_seconds, 1) if run.load_seconds else None,
+        "stores_kept": run.kept,
         "category_labelled": category.labelled,
         "category_confusion": category.confusion,
         "category_map": {k: v for k, v in CATEGORY_MAP.items() if k != v},
@@ -383,7 +440,8 @@ def report_table(run: Run) -> str:
     lines = [
         f"{run.name}: {run.haystacks} haystacks, {run.memories} memories ({run.duplicates} exact duplicates), "
         f"{len(run.relevance)} queries; limit {LIMIT}; negatives rejected below {NEGATIVE_THRESHOLD}",
-        f"load: {rate:.0f} memories/s; whole run {run.seconds:.1f} s",
+        f"load: {rate:.0f} memories/s{f' ({run.kept} stores loaded by an earlier run)' if run.kept else ''};"
+        f" whole run {run.seconds:.1f} s",
         "",
         *metrics_table(f"Relevance only ({describe(RELEVANCE_ONLY)}) - headline", run.relevance),
         "",
@@ -425,7 +483,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--database-url", default=None, help="postgres: a server (default: MNEMO_TEST_POSTGRES_URL, or embedded)"
     )
+    parser.add_argument(
+        "--stores", type=Path, default=None, metavar="DIR",
+        help="keep the loaded SQLite stores in DIR and reuse them when run again on the same memories",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.stores and args.backend != "sqlite":
+        parser.error("--stores keeps SQLite stores: it cannot be used with --backend postgres")
     data = json.loads(args.data.read_text(encoding="utf-8"))
     if args.extra_queries:
         extra = json.loads(args.extra_queries.read_text(encoding="utf-8"))
@@ -438,7 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from postgres_database import postgres_server
 
             server = stack.enter_context(postgres_server(args.database_url))
-        run = evaluate(data, args.limit_haystacks, kinds, server)
+        run = evaluate(data, args.limit_haystacks, kinds, server, args.stores)
     print(json.dumps(report_json(run)) if args.json else report_table(run))
     return 0
 

@@ -195,6 +195,29 @@ def test_an_exact_duplicate_maps_to_the_id_of_the_memory_already_stored(tmp_path
     assert clock.now() == rq.parse_time(MEMORIES_1[-1]["created_at"])
 
 
+def _answers(outcomes: list[Any]) -> list[tuple[str, list[bool], tuple[float, ...]]]:
+    """Each query's ranking as which hits are right, with their relevance (ids differ from load to load)."""
+    return [(o.query_id, [hit in o.relevant for hit in o.ranked], o.similarities) for o in outcomes]
+
+
+def test_kept_stores_answer_as_freshly_loaded_ones_and_reload_when_the_memories_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("MNEMO_EMBEDDER", "none")
+    fresh = rq.evaluate(DATA)
+    first = rq.evaluate(DATA, stores=tmp_path)
+    again = rq.evaluate(DATA, stores=tmp_path)
+    assert (first.kept, again.kept) == (0, 2)
+    for run in (first, again):  # each run asks a copy: the default pass's access counts never carry over
+        assert _answers(run.default) == _answers(fresh.default)
+        assert _answers(run.relevance) == _answers(fresh.relevance)
+        assert run.categories == fresh.categories and run.duplicates == fresh.duplicates
+    changed = json.loads(json.dumps(DATA))
+    changed["haystacks"][1]["memories"][2]["content"] = "The team adopted SQLite."
+    rerun = rq.evaluate(changed, stores=tmp_path)
+    assert rerun.kept == 1  # the first haystack's, unchanged
+
+
 def test_kinds_and_limit_haystacks_select_the_queries_asked():
     assert [o.query_id for o in rq.evaluate(DATA, kinds=["negative"]).relevance] == ["q3", "q5"]
     assert [o.query_id for o in rq.evaluate(DATA, limit_haystacks=1).default] == ["q1", "q2", "q3"]
