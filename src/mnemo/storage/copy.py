@@ -26,7 +26,8 @@ _TIMED_TABLES = {  # table: its columns in order, and which of them hold a time
     "events": ("kind, at, count", {1}),
 }  # fmt: skip
 # what a backend sets for itself: a copy numbers its changes anew (its syncs then compare every memory)
-_NOT_COPIED_SETTINGS = {"vector_dimension", "last_change_number", "change_numbers", "store_id"}  # the target's own
+# The target's own: its vectors' dimension, change numbering and instance id (postgres_schema.INSTANCE_ID).
+_NOT_COPIED_SETTINGS = {"vector_dimension", "last_change_number", "change_numbers", "store_id"}
 
 
 def every_memory() -> Filters:

@@ -54,9 +54,9 @@ from mnemo.storage.postgres_schema import (
     EXPECTED_TABLES,
     MIGRATIONS,
     WORDS_CONFIG,
+    instance_id,
     migrate,
     schema_name,
-    store_id,
     unfix_dimension,
 )
 from mnemo.storage.sql_store import SQLStore
@@ -112,7 +112,7 @@ class PostgresStorage(SQLStore):
                 started = time.monotonic()
                 self._migrated(migrate(db, self.schema), time.monotonic() - started)
                 self._dialect = dialect(db.info.server_version)
-                self._store_id = store_id(db, self.schema)
+                self._instance_id = instance_id(db, self.schema)
         except ValueError as newer:
             raise StorageError(
                 f"store {name!r} has schema version {newer}, newer than this mnemo understands ({len(MIGRATIONS)})",
@@ -359,7 +359,7 @@ class PostgresStorage(SQLStore):
         """Where this server's snapshot of the store's vectors is kept (see vector_layers): a folder
         of its own under ``index_home`` for this store, which a copy of the database keeps; None
         without ``index_home`` (every vector in memory)."""
-        return None if self._index_home is None else self._index_home / f"{self.schema}-{self._store_id}"
+        return None if self._index_home is None else self._index_home / f"{self.schema}-{self._instance_id}"
 
     def refresh_statistics(self) -> None:
         """ANALYZE the tables a bulk write grows. Until autovacuum comes by (a minute or more later)

@@ -24,7 +24,9 @@ from psycopg import sql
 WORDS_CONFIG = "mnemo_words"  # the text search configuration, in the store's schema
 
 ENTRY_COUNTER = "last_entry_number"  # settings key: the last entry number given out (spec 003)
-STORE_ID = "store_id"  # settings key: a store's own id, which names its vectors' snapshots (m014)
+# Settings key (m014): this copy of the store's own id, which names its vectors' snapshots. Not the
+# store's sync identity (lifecycle.sync's "store-id"), which a copy keeps: a copy gets a new one.
+INSTANCE_ID = "store_id"
 _MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1
 
 
@@ -480,7 +482,7 @@ def m014_vectors_fed_in_commit_order(db: psycopg.Connection) -> None:
             RETURN NULL;
         END $$
     """)
-    db.execute(f"INSERT INTO settings VALUES ('{STORE_ID}', gen_random_uuid()::text)")
+    db.execute(f"INSERT INTO settings VALUES ('{INSTANCE_ID}', gen_random_uuid()::text)")
     db.execute(
         "CREATE CONSTRAINT TRIGGER vectors_fed AFTER INSERT OR UPDATE ON vectors"
         " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION vector_feed_put()"
@@ -528,9 +530,10 @@ def migrate(db: psycopg.Connection, schema: str) -> list[str]:
         return ran
 
 
-def store_id(db: psycopg.Connection, schema: str) -> str:
+def instance_id(db: psycopg.Connection, schema: str) -> str:
+    """This copy of the store's own id (INSTANCE_ID), "" before m014."""
     row = db.execute(
-        sql.SQL("SELECT value FROM {}.settings WHERE key = %s").format(sql.Identifier(schema)), (STORE_ID,)
+        sql.SQL("SELECT value FROM {}.settings WHERE key = %s").format(sql.Identifier(schema)), (INSTANCE_ID,)
     ).fetchone()
     return str(row[0]) if row else ""
 
