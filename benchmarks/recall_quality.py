@@ -226,10 +226,10 @@ def kept_store(folder: Path, memories: Sequence[dict[str, Any]], earliest: datet
 
 @contextmanager
 def haystack_store(
-    memories: Sequence[dict[str, Any]], clock: ManualClock, postgres: str | None, stores: Path | None, name: str
+    memories: Sequence[dict[str, Any]], clock: ManualClock, postgres: str | None, stores: Path | None, haystack: str
 ) -> Iterator[tuple[MemoryService, Loaded]]:
     """A service on a store holding the haystack's memories, loaded now (into a fresh database of
-    ``postgres`` when given) or copied from ``stores``/``name`` (see kept_store)."""
+    ``postgres`` when given) or copied from its folder in ``stores`` (see kept_store)."""
     with tempfile.TemporaryDirectory(prefix="mnemo-eval-") as home, ExitStack() as stack:
         url = None
         if postgres:
@@ -238,8 +238,9 @@ def haystack_store(
             url = stack.enter_context(fresh_database(postgres))
         kept = None
         if stores is not None:
-            kept = kept_store(stores / name, memories, clock.now())
-            shutil.copytree(stores / name / "home", Path(home), dirs_exist_ok=True)
+            folder = stores / re.sub(r"[^A-Za-z0-9._-]", "_", haystack)
+            kept = kept_store(folder, memories, clock.now())
+            shutil.copytree(folder / "home", Path(home), dirs_exist_ok=True)
             clock.set(kept.newest)  # where loading them left the clock
         service = open_service(Settings(home=Path(home), database_url=url), clock=clock)
         try:
@@ -345,8 +346,7 @@ def evaluate(
         queries = [q for q in haystack["queries"] if not kinds or q["kind"] in kinds]
         earliest = min((parse_time(m["created_at"]) for m in memories), default=datetime.now(UTC))
         clock = ManualClock(earliest)
-        folder = re.sub(r"[^A-Za-z0-9._-]", "_", haystack["id"])
-        with haystack_store(memories, clock, postgres, stores, folder) as (service, loaded):
+        with haystack_store(memories, clock, postgres, stores, haystack["id"]) as (service, loaded):
             # Default weights first: their access-count dependence stays within their own pass.
             run.default += [ask(service, clock, q, loaded.ids, loaded.newest, DEFAULT_WEIGHTS) for q in queries]
             run.relevance += [ask(service, clock, q, loaded.ids, loaded.newest, RELEVANCE_ONLY) for q in queries]
