@@ -230,6 +230,8 @@ def haystack_store(
 ) -> Iterator[tuple[MemoryService, Loaded]]:
     """A service on a store holding the haystack's memories, loaded now (into a fresh database of
     ``postgres`` when given) or copied from its folder in ``stores`` (see kept_store)."""
+    if stores is not None and postgres:
+        raise ValueError("kept stores are SQLite stores: they cannot stand in for a PostgreSQL database")
     with tempfile.TemporaryDirectory(prefix="mnemo-eval-") as home, ExitStack() as stack:
         url = None
         if postgres:

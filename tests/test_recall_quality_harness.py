@@ -218,6 +218,12 @@ def test_kept_stores_answer_as_freshly_loaded_ones_and_reload_when_the_memories_
     assert rerun.kept == 1  # the first haystack's, unchanged
 
 
+def test_kept_stores_are_refused_for_postgresql(tmp_path: Path):
+    with pytest.raises(ValueError, match="SQLite"):
+        rq.evaluate(DATA, postgres="postgresql://nowhere/none", stores=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_kinds_and_limit_haystacks_select_the_queries_asked():
     assert [o.query_id for o in rq.evaluate(DATA, kinds=["negative"]).relevance] == ["q3", "q5"]
     assert [o.query_id for o in rq.evaluate(DATA, limit_haystacks=1).default] == ["q1", "q2", "q3"]
