@@ -24,11 +24,13 @@ from mnemo.clock import ManualClock
 from mnemo.config import Settings
 from mnemo.search import enrich
 
-HARNESS = Path(__file__).resolve().parents[1] / "benchmarks" / "recall_quality.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+HARNESS = BENCHMARKS / "recall_quality.py"
 
 
-def _load_harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("recall_quality", HARNESS)
+def load_benchmark(name: str) -> ModuleType:
+    """The script benchmarks/``name``.py as a module (it puts its folder on the path for its siblings)."""
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
@@ -36,7 +38,7 @@ def _load_harness() -> ModuleType:
     return module
 
 
-rq = _load_harness()
+rq = load_benchmark("recall_quality")
 rm = importlib.import_module("recall_metrics")  # beside the harness, on the path it put its folder on
 
 MEMORIES_1 = [

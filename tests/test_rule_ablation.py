@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from mnemo.search import searcher
+from test_recall_quality_harness import DATA, load_benchmark  # the harness's hand-made data
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-ablation = _load("rule_ablation")
+ablation = load_benchmark("rule_ablation")
 harness = importlib.import_module("recall_quality")  # beside it, on the path it put its folder on
-from test_recall_quality_harness import DATA  # noqa: E402  (the harness's hand-made data)
 
 
 def test_each_rule_names_constants_the_search_layer_has_and_is_put_back_after():
