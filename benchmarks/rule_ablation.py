@@ -48,7 +48,7 @@ RULES = [
     Rule("doubt", "at most 0.7 when about none of the named subjects", {"OTHER_SUBJECT": 1.0}),
     Rule("name-only", "half the word credit for the names alone", {"NAME_ONLY": 1.0}),
     Rule("roles", "a role names the subject a note ties it to", {"LINKS": 0}),
-    Rule("passage", "a long memory's word credit is one paragraph's", {"PASSAGE": sys.maxsize}),
+    Rule("passage", "a long memory counts as one paragraph, in words and lent relevance", {"PASSAGE": sys.maxsize}),
     Rule("following", "the turns after a hit share its relevance", {"FOLLOWING": 0}),
 ]
 
